@@ -1,0 +1,36 @@
+// Generator: seeded, counter-based random numbers (Philox 4x32-10).
+//
+// Element i of a random tensor is a pure function of (seed, offset + i), so a seed gives the same
+// tensor whatever the thread count, and the same on the GPU backend.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+namespace tapegrad {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 67280421310721ULL);
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const;
+  uint64_t offset() const;
+  // Reserves `count` counters and returns the seed and first counter to use. Thread-safe.
+  struct Draw {
+    uint64_t seed;
+    uint64_t offset;
+  };
+  Draw reserve(uint64_t count);
+
+ private:
+  mutable std::mutex mutex_;
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// The process-wide generator used when none is passed (a documented, thread-safe singleton).
+Generator& default_generator();
+// Re-seeds the default generator, like torch::manual_seed.
+void manual_seed(uint64_t seed);
+
+}  // namespace tapegrad

@@ -1,0 +1,10 @@
+// Process-wide runtime settings.
+#pragma once
+
+namespace tapegrad {
+
+// Threads used by the CPU backend (our loops and OpenBLAS share one OpenMP pool).
+void set_num_threads(int threads);
+int get_num_threads();
+
+}  // namespace tapegrad

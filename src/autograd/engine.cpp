@@ -1,0 +1,128 @@
+// The backward engine: a topological replay of the tape, latest node first.
+#include "tapegrad/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/autograd/node.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/elementwise.h"
+
+namespace tapegrad::autograd {
+
+namespace {
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Gradients arriving at a node, one slot per output; several arrivals at a slot are summed.
+void accumulate_into(std::vector<Tensor>& slots, int index, const Tensor& grad) {
+  Tensor& slot = slots[static_cast<size_t>(index)];
+  slot = slot.defined() ? add(slot, grad) : grad;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
+  TG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
+           " tensors but ", grad_roots.size(), " gradients");
+  NoGradGuard no_grad;
+
+  std::unordered_map<Node*, std::shared_ptr<Node>> alive;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<Node*> root_nodes;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    TG_CHECK(root.defined(), "backward: tensor ", i, " is undefined");
+    TG_CHECK(root.requires_grad(), "backward: tensor ", i,
+             " does not require grad and has no grad_fn (did you forget requires_grad_() on a leaf, "
+             "or run the forward pass under NoGradGuard?)");
+    Tensor grad = grad_roots.empty() ? Tensor() : grad_roots[i];
+    if (!grad.defined()) {
+      TG_CHECK(root.numel() == 1, "backward: a gradient can be created implicitly only for a one-element "
+               "output, got shape ", shape_str(root.sizes()), "; pass the gradient explicitly");
+      grad = ones_like(root);
+    }
+    TG_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape ", shape_str(grad.sizes()),
+             " does not match the tensor's shape ", shape_str(root.sizes()));
+    TG_CHECK(grad.device() == root.device(), "backward: gradient on ", grad.device(), " for a tensor on ",
+             root.device());
+    if (grad.dtype() != root.dtype()) grad = grad.to(root.dtype());
+    Edge edge = gradient_edge(root);
+    Node* node = edge.node.get();
+    alive[node] = edge.node;
+    auto& slots = buffers[node];
+    slots.resize(node->outputs().size());
+    accumulate_into(slots, edge.input_nr, grad);
+    root_nodes.push_back(node);
+  }
+
+  // How many edges point at each node, counting only the part of the graph the roots reach.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack(root_nodes.begin(), root_nodes.end());
+  std::unordered_map<Node*, bool> seen;
+  for (Node* n : root_nodes) seen[n] = true;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->next_edges()) {
+      if (!edge.valid()) continue;
+      Node* next = edge.node.get();
+      dependencies[next] += 1;
+      if (!seen[next]) {
+        seen[next] = true;
+        alive[next] = edge.node;
+        stack.push_back(next);
+      }
+    }
+  }
+
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  for (Node* n : root_nodes)
+    if (dependencies[n] == 0 && seen[n]) {
+      ready.push(n);
+      seen[n] = false;  // queued once
+    }
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[node]);
+    buffers.erase(node);
+    grads.resize(node->outputs().size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined()) continue;
+      const OutputMeta& meta = node->outputs()[i];
+      grads[i] = zeros(meta.sizes, TensorOptions(meta.dtype).device(meta.device));
+    }
+    for (const auto& [output_nr, weak] : node->retained()) {
+      if (auto impl = weak.lock()) {
+        const Tensor& g = grads[static_cast<size_t>(output_nr)];
+        impl->grad = impl->grad ? add(Tensor(impl->grad), g).impl_ptr() : g.clone().impl_ptr();
+      }
+    }
+    std::vector<Tensor> input_grads = node->apply(grads);
+    if (!retain_graph) node->release();
+    const auto& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      if (!edges[i].valid()) continue;
+      Node* next = edges[i].node.get();
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        auto& slots = buffers[next];
+        slots.resize(next->outputs().size());
+        accumulate_into(slots, edges[i].input_nr, input_grads[i]);
+      }
+      if (--dependencies[next] == 0) ready.push(next);
+    }
+  }
+}
+
+}  // namespace tapegrad::autograd
+
+namespace tapegrad {
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+}  // namespace tapegrad

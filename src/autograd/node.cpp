@@ -1,0 +1,129 @@
+// Tape nodes and how ops record them.
+#include "tapegrad/autograd/node.h"
+
+#include <atomic>
+
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/ops/elementwise.h"
+
+namespace tapegrad::autograd {
+
+namespace {
+
+std::atomic<uint64_t> g_next_sequence_nr{0};
+
+// The node an op records: a closure from output gradients to input gradients.
+class FunctionNode : public Node {
+ public:
+  FunctionNode(const char* name, BackwardFn backward, std::vector<OutputMeta> input_meta)
+      : Node(name), backward_(std::move(backward)), input_meta_(std::move(input_meta)) {}
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    TG_CHECK(!released_, "backward: trying to backward through the graph a second time (node ", name(),
+             "), after its saved tensors were freed; pass retain_graph=true to the first backward() "
+             "to keep them");
+    std::vector<Tensor> grads = backward_(grad_outputs);
+    TG_ASSERT(grads.size() == next_edges_.size(), "backward of ", name(), " returned ", grads.size(),
+              " gradients for ", next_edges_.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() || !next_edges_[i].valid()) continue;
+      TG_ASSERT(grads[i].sizes() == input_meta_[i].sizes, "backward of ", name(), " gave input ", i,
+                " a gradient of shape ", shape_str(grads[i].sizes()), ", expected ",
+                shape_str(input_meta_[i].sizes));
+      if (grads[i].dtype() != input_meta_[i].dtype) grads[i] = grads[i].to(input_meta_[i].dtype);
+    }
+    return grads;
+  }
+
+  void release() override {
+    backward_ = nullptr;
+    released_ = true;
+  }
+
+ private:
+  BackwardFn backward_;
+  std::vector<OutputMeta> input_meta_;
+  bool released_ = false;
+};
+
+}  // namespace
+
+Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {}
+
+void Node::retain_output_grad(int output_nr, const std::shared_ptr<TensorImpl>& tensor) {
+  retained_.emplace_back(output_nr, tensor);
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
+  outputs_.push_back(OutputMeta{leaf_->sizes, leaf_->dtype, leaf_->storage->device()});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
+  const Tensor& incoming = grad_outputs[0];
+  if (!incoming.defined()) return {};
+  if (!leaf_->grad) {
+    // A fresh buffer: the incoming tensor may be shared with other edges of the graph.
+    leaf_->grad = incoming.clone().impl_ptr();
+  } else {
+    Tensor(leaf_->grad).add_(incoming);
+  }
+  return {};
+}
+
+SavedTensor::SavedTensor(const Tensor& tensor) {
+  if (!tensor.defined()) return;
+  tensor_ = tensor.detach();
+  version_ = tensor.storage()->version();
+}
+
+Tensor SavedTensor::get() const {
+  if (tensor_.defined()) {
+    TG_CHECK(tensor_.storage()->version() == version_,
+             "backward: a tensor of shape ", shape_str(tensor_.sizes()),
+             " needed for gradient computation was modified by an in-place operation after it was "
+             "saved; use an out-of-place op (or clone()) instead");
+  }
+  return tensor_;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& tensor) {
+  if (!tensor.defined() || !tensor.requires_grad()) return Edge{};
+  TensorImpl* impl = tensor.impl();
+  if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
+  std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
+  if (!accumulator) {
+    accumulator = std::make_shared<AccumulateGrad>(tensor.impl_ptr());
+    impl->grad_accumulator = accumulator;
+  }
+  return Edge{accumulator, 0};
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
+  std::vector<OutputMeta> input_meta;
+  std::vector<Edge> edges;
+  for (const Tensor& input : inputs) {
+    edges.push_back(gradient_edge(input));
+    input_meta.push_back(input.defined() ? OutputMeta{input.sizes(), input.dtype(), input.device()}
+                                         : OutputMeta{{}, kFloat32, kCPU});
+  }
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(input_meta));
+  node->next_edges_ = std::move(edges);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    TensorImpl* out = outputs[i].impl();
+    node->outputs_.push_back(OutputMeta{out->sizes, out->dtype, outputs[i].device()});
+    out->grad_fn = node;
+    out->output_nr = static_cast<int>(i);
+    out->requires_grad = true;
+    out->retains_grad = false;
+  }
+}
+
+}  // namespace tapegrad::autograd

@@ -1,0 +1,41 @@
+// Shape helpers.
+#include "tapegrad/core/shape.h"
+
+#include <sstream>
+
+#include "tapegrad/core/error.h"
+
+namespace tapegrad {
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+std::string shape_str(const Shape& sizes) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << "]";
+  return out.str();
+}
+
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
+  int64_t extent = ndim > 0 ? ndim : 1;  // a 0-dim tensor accepts dim 0 and -1, like PyTorch
+  TG_CHECK(dim >= -extent && dim < extent, op, ": dim ", dim, " is out of range for a tensor with ", ndim,
+           " dims (expected in [", -extent, ", ", extent - 1, "])");
+  return dim < 0 ? dim + extent : dim;
+}
+
+}  // namespace tapegrad

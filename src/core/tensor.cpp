@@ -1,0 +1,85 @@
+// Tensor metadata and autograd accessors. The ops behind the view, copy and arithmetic methods
+// live in src/ops.
+#include "tapegrad/core/tensor.h"
+
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/autograd/node.h"
+
+namespace tapegrad {
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides, DType dtype)
+    : impl_(std::make_shared<TensorImpl>()) {
+  TG_ASSERT(sizes.size() == strides.size());
+  impl_->storage = std::move(storage);
+  impl_->offset = offset;
+  impl_->sizes = std::move(sizes);
+  impl_->strides = std::move(strides);
+  impl_->dtype = dtype;
+}
+
+const TensorImpl& Tensor::checked() const {
+  TG_CHECK(impl_ != nullptr, "tensor: this tensor is undefined (default-constructed or a missing gradient)");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim("size", dim, this->dim())]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim("stride", dim, this->dim())]; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& sz = sizes();
+  const Shape& st = strides();
+  int64_t expected = 1;
+  for (size_t i = sz.size(); i-- > 0;) {
+    if (sz[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= sz[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& t = checked();
+  return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  const TensorImpl& t = checked();
+  TG_CHECK(t.grad_fn == nullptr || requires_grad,
+           "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()");
+  TG_CHECK(!requires_grad || tapegrad::is_floating_point(t.dtype),
+           "requires_grad_: only floating-point tensors can require gradients, got ", t.dtype);
+  impl_->requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const TensorImpl& t = checked();
+  return t.grad ? Tensor(t.grad) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  checked();
+  if (grad.defined()) {
+    TG_CHECK(grad.sizes() == sizes() && grad.dtype() == dtype() && grad.device() == device(),
+             "set_grad: gradient ", shape_str(grad.sizes()), " ", grad.dtype(), " on ", grad.device(),
+             " does not match tensor ", shape_str(sizes()), " ", dtype(), " on ", device());
+  }
+  impl_->grad = grad.impl_ptr();
+}
+
+void Tensor::retain_grad() const {
+  const TensorImpl& t = checked();
+  TG_CHECK(t.requires_grad, "retain_grad: the tensor does not require grad");
+  if (t.grad_fn == nullptr || t.retains_grad) return;  // leaves keep their grad anyway
+  impl_->retains_grad = true;
+  t.grad_fn->retain_output_grad(t.output_nr, impl_);
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = checked();
+  Tensor out(t.storage, t.offset, t.sizes, t.strides, t.dtype);
+  out.impl_->is_view = t.is_view;
+  return out;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,61 @@
+// Fills the CPU dispatch table and provides the 64-byte aligned host allocator.
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/cpu_kernels.h"
+
+namespace tapegrad::cpu {
+
+namespace {
+// 64-byte alignment: a full cache line and an AVX-512 vector.
+class AlignedCpuAllocator : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) return DataPtr{nullptr, nullptr};
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    void* ptr = std::aligned_alloc(64, rounded);
+    TG_CHECK(ptr != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    return DataPtr{ptr, [](void* p) { std::free(p); }};
+  }
+};
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static AlignedCpuAllocator allocator;
+  return allocator;
+}
+
+}  // namespace tapegrad::cpu
+
+namespace tapegrad::backend {
+
+void register_cpu_backend() {
+  KernelTable& t = mutable_kernels(DeviceKind::CPU);
+  t.allocator = &cpu::cpu_allocator();
+  t.copy = cpu::copy;
+  t.fill = cpu::fill;
+  t.arange = cpu::arange;
+  t.uniform = cpu::uniform;
+  t.normal = cpu::normal;
+  t.randint = cpu::randint;
+  t.unary = cpu::unary;
+  t.unary_backward = cpu::unary_backward;
+  t.binary = cpu::binary;
+  t.compare = cpu::compare;
+  t.where = cpu::where;
+  t.clamp = cpu::clamp;
+  t.reduce = cpu::reduce;
+  t.reduce_with_index = cpu::reduce_with_index;
+  t.gemm = cpu::gemm;
+  t.bmm = cpu::bmm;
+  t.softmax = cpu::softmax;
+  t.softmax_backward = cpu::softmax_backward;
+  t.cross_entropy = cpu::cross_entropy;
+  t.cross_entropy_backward = cpu::cross_entropy_backward;
+  t.index_select = cpu::index_select;
+  t.index_add = cpu::index_add;
+  t.gather = cpu::gather;
+  t.scatter_add = cpu::scatter_add;
+}
+
+}  // namespace tapegrad::backend

@@ -1,0 +1,56 @@
+// The CPU backend's kernels, one family per file, registered by cpu_backend.cpp.
+// Signatures and overwrite/accumulate contracts are those of the slots in backend/kernel_table.h.
+#pragma once
+
+#include "backend/kernel_table.h"
+
+namespace tapegrad::cpu {
+
+using backend::BinaryOp;
+using backend::CompareOp;
+using backend::ReduceOp;
+using backend::UnaryOp;
+
+Allocator& cpu_allocator();
+
+// copy_fill.cpp
+void copy(const Tensor& src, const Tensor& dst);
+void fill(const Tensor& out, double value);
+void arange(const Tensor& out, double start, double step);
+void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset);
+void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
+void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+
+// pointwise.cpp
+void unary(UnaryOp op, const Tensor& x, const Tensor& out);
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& grad_x);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
+void clamp(const Tensor& x, double min, double max, const Tensor& out);
+
+// reduce.cpp
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner);
+void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t outer,
+                       int64_t reduced, int64_t inner);
+
+// gemm.cpp
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
+
+// softmax.cpp
+void softmax(const Tensor& x, const Tensor& out, bool log);
+void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
+                   int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing);
+
+// indexing.cpp
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+
+}  // namespace tapegrad::cpu

@@ -1,0 +1,66 @@
+// Calls a generic lambda with a TypeTag<T> for a runtime DType, so a kernel body is written once
+// per type family: dispatch_floating(x.dtype(), "exp", [&](auto tag) { using T = typename decltype(tag)::type; ... });
+#pragma once
+
+#include <cstdint>
+
+#include "tapegrad/core/dtype.h"
+#include "tapegrad/core/error.h"
+#include "tapegrad/core/half.h"
+
+namespace tapegrad::cpu {
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+template <class F>
+void dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: f(TypeTag<float>{}); return;
+    case DType::Float64: f(TypeTag<double>{}); return;
+    default:
+      TG_CHECK(false, op, ": the cpu backend computes in float32/float64, got ", dtype,
+               (dtype == kFloat16 || dtype == kBFloat16) ? " (convert with .to(kFloat32))" : "");
+  }
+}
+
+// Floating point plus int32/int64 (arithmetic, comparisons, reductions).
+template <class F>
+void dispatch_numeric(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Int32: f(TypeTag<int32_t>{}); return;
+    case DType::Int64: f(TypeTag<int64_t>{}); return;
+    default: dispatch_floating(dtype, op, f);
+  }
+}
+
+// Every dtype, 16-bit floats and bool included (copies, fills, index moves).
+template <class F>
+void dispatch_all(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float16: f(TypeTag<Half>{}); return;
+    case DType::BFloat16: f(TypeTag<BFloat16>{}); return;
+    case DType::Bool: f(TypeTag<bool>{}); return;
+    default: dispatch_numeric(dtype, op, f);
+  }
+}
+
+// Value conversion between any two element types (16-bit floats go through float).
+template <class To, class From>
+inline To convert(From value) {
+  if constexpr (std::is_same_v<To, From>) {
+    return value;
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return convert<To>(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return value != From(0);
+  } else {
+    return static_cast<To>(value);
+  }
+}
+
+}  // namespace tapegrad::cpu

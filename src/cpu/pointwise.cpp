@@ -1,0 +1,152 @@
+// Unary, binary, comparison, where and clamp kernels on the CPU. The formulas are the shared
+// host+device ones in src/math.
+#include <cmath>
+
+#include "cpu/cpu_kernels.h"
+#include "cpu/dtype_dispatch.h"
+#include "cpu/strided_loop.h"
+#include "math/binary.h"
+#include "math/unary.h"
+
+namespace tapegrad::cpu {
+
+namespace {
+
+// Grain for ops that cost tens of cycles per element (exp, tanh, erf): threads pay off sooner.
+constexpr int64_t kTranscendentalGrain = 4096;
+
+template <class F>
+void with_unary_op(UnaryOp op, F&& f) {
+  switch (op) {
+    case UnaryOp::Neg: f(math::NegOp{}); return;
+    case UnaryOp::Abs: f(math::AbsOp{}); return;
+    case UnaryOp::Exp: f(math::ExpOp{}); return;
+    case UnaryOp::Log: f(math::LogOp{}); return;
+    case UnaryOp::Sqrt: f(math::SqrtOp{}); return;
+    case UnaryOp::Rsqrt: f(math::RsqrtOp{}); return;
+    case UnaryOp::Tanh: f(math::TanhOp{}); return;
+    case UnaryOp::Sigmoid: f(math::SigmoidOp{}); return;
+    case UnaryOp::Relu: f(math::ReluOp{}); return;
+    case UnaryOp::Gelu: f(math::GeluOp{}); return;
+    case UnaryOp::Square: f(math::SquareOp{}); return;
+  }
+}
+
+template <class F>
+void with_binary_op(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::Add: f(math::AddOp{}); return;
+    case BinaryOp::Sub: f(math::SubOp{}); return;
+    case BinaryOp::Mul: f(math::MulOp{}); return;
+    case BinaryOp::Div: f(math::DivOp{}); return;
+    case BinaryOp::Pow: f(math::PowOp{}); return;
+    case BinaryOp::Maximum: f(math::MaximumOp{}); return;
+    case BinaryOp::Minimum: f(math::MinimumOp{}); return;
+  }
+}
+
+template <class F>
+void with_compare_op(CompareOp op, F&& f) {
+  switch (op) {
+    case CompareOp::Eq: f(math::EqOp{}); return;
+    case CompareOp::Ne: f(math::NeOp{}); return;
+    case CompareOp::Lt: f(math::LtOp{}); return;
+    case CompareOp::Le: f(math::LeOp{}); return;
+    case CompareOp::Gt: f(math::GtOp{}); return;
+    case CompareOp::Ge: f(math::GeOp{}); return;
+  }
+}
+
+bool is_cheap(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Square; }
+
+}  // namespace
+
+// Overwrites out. Neg, Abs, Relu and Square also run on integers.
+void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_unary_op(op, [&](auto formula) {
+      using Op = decltype(formula);
+      for_each_strided<2>(
+          {&out, &x},
+          [&](char** p, const int64_t* s, int64_t n) {
+            if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+              T* o = reinterpret_cast<T*>(p[0]);
+              const T* a = reinterpret_cast<const T*>(p[1]);
+              for (int64_t i = 0; i < n; ++i) o[i] = Op::forward(a[i]);
+            } else {
+              for (int64_t i = 0; i < n; ++i)
+                *reinterpret_cast<T*>(p[0] + i * s[0]) = Op::forward(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+            }
+          },
+          is_cheap(op) ? kGrainSize : kTranscendentalGrain);
+    });
+  };
+  if (is_cheap(op)) {
+    dispatch_numeric(x.dtype(), backend::unary_op_name(op), run);
+  } else {
+    dispatch_floating(x.dtype(), backend::unary_op_name(op), run);
+  }
+}
+
+// Overwrites grad_x.
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& grad_x) {
+  dispatch_floating(x.dtype(), backend::unary_op_name(op), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_unary_op(op, [&](auto formula) {
+      using Op = decltype(formula);
+      map_ternary<T, T, T, T>(grad_x, grad, x, y, [](T g, T a, T r) { return Op::backward(g, a, r); });
+    });
+  });
+}
+
+// Overwrites out (which may alias a for in-place ops).
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_numeric(out.dtype(), backend::binary_op_name(op), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_binary_op(op, [&](auto formula) {
+      using Op = decltype(formula);
+      map_binary<T, T>(out, a, b, [](T u, T v) { return Op::apply(u, v); });
+    });
+  });
+}
+
+// Overwrites the bool out.
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_compare_op(op, [&](auto formula) {
+      using Op = decltype(formula);
+      map_binary<bool, T>(out, a, b, [](T u, T v) { return Op::apply(u, v); });
+    });
+  };
+  if (a.dtype() == kBool) {
+    run(TypeTag<bool>{});
+  } else {
+    dispatch_numeric(a.dtype(), "compare", run);
+  }
+}
+
+// Overwrites out.
+void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_all(out.dtype(), "where", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    map_ternary<T, bool, T, T>(out, condition, a, b, [](bool c, T u, T v) { return c ? u : v; });
+  });
+}
+
+// Overwrites out; NaN stays NaN like torch.clamp.
+void clamp(const Tensor& x, double min, double max, const Tensor& out) {
+  dispatch_numeric(x.dtype(), "clamp", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const double lo = min, hi = max;
+    map_unary<T, T>(out, x, [lo, hi](T v) {
+      double d = static_cast<double>(v);
+      if (d < lo) return static_cast<T>(lo);
+      if (d > hi) return static_cast<T>(hi);
+      return v;
+    });
+  });
+}
+
+}  // namespace tapegrad::cpu

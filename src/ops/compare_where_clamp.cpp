@@ -1,0 +1,124 @@
+// Comparisons (bool results, no gradient), where, and clamp.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/elementwise.h"
+
+namespace tapegrad {
+
+using namespace ops;
+using backend::CompareOp;
+
+namespace {
+
+const char* compare_name(CompareOp op) {
+  switch (op) {
+    case CompareOp::Eq: return "eq";
+    case CompareOp::Ne: return "ne";
+    case CompareOp::Lt: return "lt";
+    case CompareOp::Le: return "le";
+    case CompareOp::Gt: return "gt";
+    case CompareOp::Ge: return "ge";
+  }
+  return "compare";
+}
+
+Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b) {
+  const char* name = compare_name(op);
+  check_defined(name, a);
+  check_defined(name, b);
+  check_same_device(name, a, b);
+  DType dt = promote_types(a.dtype(), b.dtype());
+  Tensor ca = cast(a.detach(), dt), cb = cast(b.detach(), dt);
+  check_computable(name, ca);
+  Shape shape = broadcast_shapes(name, ca.sizes(), cb.sizes());
+  Tensor out = empty_tensor(shape, kBool, a.device());
+  if (out.numel() > 0) TG_KERNEL(a.device(), compare)(op, expand_raw(ca, shape), expand_raw(cb, shape), out);
+  return out;
+}
+
+Tensor scalar_for(const Tensor& t, double value) {
+  DType dt = t.dtype();
+  if (is_integral(dt) && !(std::isfinite(value) && std::floor(value) == value)) dt = kFloat64;
+  return full({}, value, TensorOptions(dt).device(t.device()));
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ge, a, b); }
+Tensor eq(const Tensor& a, double b) { return compare_op(CompareOp::Eq, a, scalar_for(a, b)); }
+Tensor ne(const Tensor& a, double b) { return compare_op(CompareOp::Ne, a, scalar_for(a, b)); }
+Tensor lt(const Tensor& a, double b) { return compare_op(CompareOp::Lt, a, scalar_for(a, b)); }
+Tensor le(const Tensor& a, double b) { return compare_op(CompareOp::Le, a, scalar_for(a, b)); }
+Tensor gt(const Tensor& a, double b) { return compare_op(CompareOp::Gt, a, scalar_for(a, b)); }
+Tensor ge(const Tensor& a, double b) { return compare_op(CompareOp::Ge, a, scalar_for(a, b)); }
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check_defined("where", condition, "condition");
+  check_defined("where", a);
+  check_defined("where", b);
+  TG_CHECK(condition.dtype() == kBool, "where: the condition must be bool, got ", condition.dtype());
+  check_same_device("where", condition, a);
+  check_same_device("where", a, b);
+  DType dt = promote_types(a.dtype(), b.dtype());
+  Tensor ca = cast(a, dt), cb = cast(b, dt);
+  check_computable("where", ca);
+  Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.sizes(), ca.sizes()), cb.sizes());
+  Tensor out = empty_tensor(shape, dt, a.device());
+  if (out.numel() > 0)
+    TG_KERNEL(a.device(), where)(expand_raw(condition, shape), expand_raw(ca, shape), expand_raw(cb, shape), out);
+  if (any_requires_grad({ca, cb})) {
+    SavedTensor cond = condition;
+    Shape a_shape = ca.sizes(), b_shape = cb.sizes();
+    bool need_a = ca.requires_grad(), need_b = cb.requires_grad();
+    record("where", {ca, cb}, {out}, [=](const std::vector<Tensor>& g) {
+      Tensor c = cond.get();
+      Tensor zero = zeros({}, TensorOptions(g[0].dtype()).device(g[0].device()));
+      return std::vector<Tensor>{need_a ? sum_to(where(c, g[0], zero), a_shape) : Tensor(),
+                                 need_b ? sum_to(where(c, zero, g[0]), b_shape) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, double b) {
+  check_defined("where", a);
+  return where(condition, a, full({}, b, TensorOptions(a.dtype()).device(a.device())));
+}
+
+Tensor clamp(const Tensor& x, double min, double max) {
+  check_defined("clamp", x);
+  TG_CHECK(!(min > max), "clamp: min ", min, " is greater than max ", max);
+  check_computable("clamp", x);
+  TG_CHECK(x.dtype() != kBool, "clamp: not defined for bool tensors");
+  Tensor out = empty_tensor(x.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0) TG_KERNEL(x.device(), clamp)(x, min, max, out);
+  if (any_requires_grad({x})) {
+    SavedTensor saved = x;
+    record("clamp", {x}, {out}, [saved, min, max](const std::vector<Tensor>& g) {
+      Tensor in = saved.get();
+      return std::vector<Tensor>{where(ge(in, min), where(le(in, max), g[0], 0.0), 0.0)};
+    });
+  }
+  return out;
+}
+
+Tensor& Tensor::clamp_(double min, double max) {
+  check_inplace("clamp_", *this);
+  if (any_requires_grad({*this})) {
+    adopt_result(*this, clamp(clone(), min, max));
+    return *this;
+  }
+  check_computable("clamp_", *this);
+  if (numel() > 0) TG_KERNEL(device(), clamp)(*this, min, max, *this);
+  storage()->bump_version();
+  return *this;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,145 @@
+// mm, bmm, addmm, matmul and linear. Backward of C = A B: dA = dC B^T, dB = A^T dC; the
+// transposes are views the GEMM reads through strides.
+#include "ops/op_helpers.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/linalg.h"
+
+namespace tapegrad {
+
+using namespace ops;
+
+namespace {
+
+void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b, int64_t rank) {
+  check_defined(op, a, "first operand");
+  check_defined(op, b, "second operand");
+  check_same_device(op, a, b);
+  TG_CHECK(a.dim() == rank && b.dim() == rank, op, ": expected ", rank, "-D operands, got ", shape_str(a.sizes()),
+           " and ", shape_str(b.sizes()));
+  TG_CHECK(a.dtype() == b.dtype(), op, ": operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
+  check_floating(op, a);
+  TG_CHECK(a.size(-1) == b.size(-2), op, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+           " cannot be multiplied (", a.size(-1), " != ", b.size(-2), ")");
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_matmul_operands("mm", a, b, 2);
+  Tensor out = empty_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
+  TG_KERNEL(a.device(), gemm)(a, b, out, 1.0, 0.0);
+  if (any_requires_grad({a, b})) {
+    SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
+    SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
+    record("mm", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sb.defined() ? mm(g[0], sb.get().t()) : Tensor(),
+                                 sa.defined() ? mm(sa.get().t(), g[0]) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_matmul_operands("bmm", a, b, 3);
+  TG_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  Tensor out = empty_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
+  if (out.numel() > 0) TG_KERNEL(a.device(), bmm)(a, b, out, 1.0, 0.0);
+  if (any_requires_grad({a, b})) {
+    SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
+    SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
+    record("bmm", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sb.defined() ? bmm(g[0], sb.get().transpose(1, 2)) : Tensor(),
+                                 sa.defined() ? bmm(sa.get().transpose(1, 2), g[0]) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  check_matmul_operands("addmm", a, b, 2);
+  check_defined("addmm", input, "input");
+  check_same_device("addmm", input, a);
+  TG_CHECK(input.dtype() == a.dtype(), "addmm: input has dtype ", input.dtype(), ", the operands ", a.dtype());
+  Shape shape{a.size(0), b.size(1)};
+  TG_CHECK(broadcast_shapes("addmm", input.sizes(), shape) == shape, "addmm: input of shape ",
+           shape_str(input.sizes()), " cannot be broadcast to ", shape_str(shape));
+  Tensor out = empty_tensor(shape, a.dtype(), a.device());
+  if (beta != 0.0 && out.numel() > 0) TG_KERNEL(a.device(), copy)(expand_raw(input.detach(), shape), out);
+  TG_KERNEL(a.device(), gemm)(a, b, out, alpha, beta);  // accumulates onto the copied input
+  if (any_requires_grad({input, a, b})) {
+    SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
+    SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
+    Shape in_shape = input.sizes();
+    bool need_input = input.requires_grad();
+    record("addmm", {input, a, b}, {out}, [=](const std::vector<Tensor>& g) {
+      Tensor gi = need_input ? sum_to(beta == 1.0 ? g[0] : mul(g[0], beta), in_shape) : Tensor();
+      Tensor ga = sb.defined() ? mm(g[0], sb.get().t()) : Tensor();
+      Tensor gb = sa.defined() ? mm(sa.get().t(), g[0]) : Tensor();
+      if (alpha != 1.0) {
+        if (ga.defined()) ga = mul(ga, alpha);
+        if (gb.defined()) gb = mul(gb, alpha);
+      }
+      return std::vector<Tensor>{gi, ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_defined("matmul", a, "first operand");
+  check_defined("matmul", b, "second operand");
+  TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ", shape_str(a.sizes()),
+           " and ", shape_str(b.sizes()));
+  if (a.dim() == 1 && b.dim() == 1) {
+    TG_CHECK(a.size(0) == b.size(0), "matmul: vectors of sizes ", a.size(0), " and ", b.size(0), " differ");
+    return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() == 1 && b.dim() == 2) return mm(a.unsqueeze(0), b).squeeze(0);
+  if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
+  if (a.dim() >= 3 && b.dim() <= 2) {
+    // Fold the batch into the rows: one large GEMM (the common Linear case).
+    Tensor rhs = b.dim() == 1 ? b.unsqueeze(1) : b;
+    TG_CHECK(a.size(-1) == rhs.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied");
+    Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
+    if (b.dim() == 2) out_shape.push_back(b.size(1));
+    return mm(a.reshape({-1, a.size(-1)}), rhs).reshape(out_shape);
+  }
+  // General batched case: broadcast the batch dims, then one bmm.
+  Tensor lhs = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor rhs = b.dim() == 1 ? b.unsqueeze(1) : b;
+  Shape batch_a(lhs.sizes().begin(), lhs.sizes().end() - 2), batch_b(rhs.sizes().begin(), rhs.sizes().end() - 2);
+  Shape batch = broadcast_shapes("matmul", batch_a, batch_b);
+  const int64_t n = lhs.size(-2), k = lhs.size(-1), k2 = rhs.size(-2), m = rhs.size(-1);
+  TG_CHECK(k == k2, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()), " cannot be multiplied");
+  Shape ea = batch, eb = batch;
+  ea.insert(ea.end(), {n, k});
+  eb.insert(eb.end(), {k, m});
+  int64_t count = shape_numel(batch);
+  Tensor out = bmm(lhs.expand(ea).reshape({count, n, k}), rhs.expand(eb).reshape({count, k, m}));
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(n);
+  if (b.dim() > 1) out_shape.push_back(m);
+  return out.reshape(out_shape);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined("linear", x);
+  check_defined("linear", weight, "weight");
+  TG_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_str(weight.sizes()));
+  TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", shape_str(x.sizes()),
+           " does not match weight ", shape_str(weight.sizes()), " (expected last dim ", weight.size(1), ")");
+  if (bias.defined())
+    TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias of shape ", shape_str(bias.sizes()),
+             " does not match weight ", shape_str(weight.sizes()));
+  Tensor rows = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+  Tensor out = bias.defined() ? addmm(bias, rows, weight.t()) : mm(rows, weight.t());
+  if (x.dim() == 2) return out;
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(weight.size(0));
+  return out.reshape(out_shape);
+}
+
+}  // namespace tapegrad

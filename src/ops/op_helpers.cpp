@@ -1,0 +1,104 @@
+// Shared op helpers (see op_helpers.h).
+#include "ops/op_helpers.h"
+
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/reduction.h"
+
+namespace tapegrad::ops {
+
+Tensor empty_tensor(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t s : sizes) TG_CHECK(s >= 0, "empty: negative size in ", shape_str(sizes));
+  const backend::KernelTable& table = backend::kernels(device);
+  TG_CHECK(table.allocator != nullptr, "no ", device_kind_name(device.kind()),
+           " allocator: this build or machine has no ", device, " backend");
+  size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>(nbytes, device, *table.allocator);
+  return Tensor(std::move(storage), 0, sizes, contiguous_strides(sizes), dtype);
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  Tensor view(base.storage(), offset, std::move(sizes), std::move(strides), base.dtype());
+  view.impl()->is_view = true;
+  return view;
+}
+
+void check_defined(const char* op, const Tensor& t, const char* what) {
+  TG_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.device() == b.device(), op, ": expected all tensors on the same device, got ", a.device(), " and ",
+           b.device());
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  TG_CHECK(t.is_floating_point(), op, ": expected a floating-point tensor, got ", t.dtype());
+  check_computable(op, t);
+}
+
+void check_computable(const char* op, const Tensor& t) {
+  TG_CHECK(!(t.device().is_cpu() && (t.dtype() == kFloat16 || t.dtype() == kBFloat16)), op, ": ", t.dtype(),
+           " is a storage type on the cpu; convert with .to(kFloat32) to compute");
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TG_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.sizes() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  Shape dims;
+  for (int64_t d = 0; d < grad.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.size(d) != 1)) dims.push_back(d);
+  Tensor reduced = dims.empty() ? grad : sum(grad, dims, true);
+  return reduced.reshape(shape);
+}
+
+Tensor expand_raw(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape) return t;
+  const int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();
+  Shape strides(shape.size(), 0);
+  for (int64_t d = 0; d < t.dim(); ++d) strides[d + lead] = t.size(d) == 1 ? 0 : t.stride(d);
+  return make_view(t, shape, strides, t.storage_offset());
+}
+
+Tensor cast(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
+void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
+  if (!autograd::grad_enabled()) return;
+  bool needs = self.requires_grad() || (other.defined() && other.requires_grad());
+  if (!needs) return;
+  TG_CHECK(!(self.requires_grad() && self.is_leaf()), op,
+           ": a leaf tensor that requires grad cannot be modified in place (do the update under NoGradGuard)");
+  TG_CHECK(!self.impl()->is_view, op,
+           ": in-place modification of a view is not supported when gradients are needed; use the "
+           "out-of-place op");
+}
+
+void adopt_result(Tensor& self, const Tensor& result) {
+  {
+    autograd::NoGradGuard no_grad;
+    TG_KERNEL(self.device(), copy)(result, self);
+  }
+  self.storage()->bump_version();
+  TensorImpl* s = self.impl();
+  s->grad_fn = result.impl()->grad_fn;
+  s->output_nr = result.impl()->output_nr;
+  s->requires_grad = result.requires_grad();
+}
+
+std::string describe(const Tensor& t) {
+  return detail::str_cat(t.dtype(), " ", shape_str(t.sizes()), " on ", t.device());
+}
+
+}  // namespace tapegrad::ops

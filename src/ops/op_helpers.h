@@ -1,0 +1,47 @@
+// Helpers shared by the op implementations: output allocation, broadcasting, the reduction of a
+// broadcast gradient back to its input's shape, device checks, and in-place bookkeeping.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/kernel_table.h"
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/autograd/node.h"
+#include "tapegrad/core/tensor.h"
+
+namespace tapegrad::ops {
+
+using autograd::any_requires_grad;
+using autograd::record;
+using autograd::SavedTensor;
+
+// A new contiguous, uninitialised tensor.
+Tensor empty_tensor(const Shape& sizes, DType dtype, Device device);
+// A view of `base`'s storage with the given geometry; autograd is the caller's business.
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+
+void check_defined(const char* op, const Tensor& t, const char* what = "input");
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// Floating point only (the op is differentiable or a transcendental).
+void check_floating(const char* op, const Tensor& t);
+// Rejects 16-bit float compute on the CPU with a hint; f16/bf16 are storage types there.
+void check_computable(const char* op, const Tensor& t);
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// Sums `grad` over the dims that broadcasting added or stretched, giving `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+// A view of t expanded to `shape` without autograd (for handing to kernels).
+Tensor expand_raw(const Tensor& t, const Shape& shape);
+// t converted to dtype (t itself when it already has it); recorded by autograd.
+Tensor cast(const Tensor& t, DType dtype);
+
+// Checks that writing into `self` in place is allowed under autograd.
+void check_inplace(const char* op, const Tensor& self, const Tensor& other = Tensor());
+// After an out-of-place computation `result` of an in-place op on `self`: copies it into self
+// and moves result's autograd history onto self.
+void adopt_result(Tensor& self, const Tensor& result);
+
+std::string describe(const Tensor& t);  // "float32 [2, 3] on cpu"
+
+}  // namespace tapegrad::ops

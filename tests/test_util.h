@@ -1,0 +1,48 @@
+// Small helpers shared by the test files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tapegrad/tapegrad.h"
+
+namespace tapegrad::testing {
+
+// Values of any tensor as doubles, in logical order.
+inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).tolist<double>(); }
+
+inline void expect_close(const Tensor& actual, const std::vector<double>& expected, double tol = 1e-6) {
+  std::vector<double> got = values(actual);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "at element " << i;
+}
+
+inline void expect_close(const Tensor& actual, const Tensor& expected, double tol = 1e-6) {
+  ASSERT_EQ(actual.sizes(), expected.sizes());
+  expect_close(actual, values(expected), tol);
+}
+
+// Runs `body`, expecting a tapegrad::Error whose message contains every one of `fragments`.
+template <class F>
+void expect_error(F&& body, const std::vector<std::string>& fragments) {
+  try {
+    body();
+    ADD_FAILURE() << "expected a tapegrad::Error";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    for (const std::string& f : fragments)
+      EXPECT_NE(message.find(f), std::string::npos) << "message '" << message << "' lacks '" << f << "'";
+  }
+}
+
+// A random f64 leaf that requires grad, for gradchecks.
+inline Tensor leaf(const Shape& shape, uint64_t seed = 1, double low = -1.0, double high = 1.0) {
+  Generator g(seed);
+  Tensor t = rand(shape, kFloat64, &g);
+  t = add(mul(t, high - low), low);
+  return t.requires_grad_(true);
+}
+
+}  // namespace tapegrad::testing
