@@ -57,8 +57,8 @@ Tensor randn_like(const Tensor& other, Generator* generator = nullptr);
 Tensor& uniform_(Tensor& out, double low, double high, Generator* generator = nullptr);
 Tensor& normal_(Tensor& out, double mean, double std, Generator* generator = nullptr);
 
-// Copies `values` into a new tensor of shape `sizes` (default: 1-D), converted to options.dtype()
-// unless that is left at its default, in which case T's own dtype is used.
+// Copies `values` into a new tensor of shape `sizes` (default: 1-D) with options' dtype and device
+// (by default T's own dtype on the CPU): tensor<float>({1, 2, 3, 4}, {2, 2}).
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& sizes = {}, TensorOptions options = TensorOptions(dtype_of<T>::value));
 Tensor scalar_tensor(double value, const TensorOptions& options = {});
