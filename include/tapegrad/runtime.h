@@ -3,7 +3,7 @@
 
 namespace tapegrad {
 
-// Threads used by the CPU backend (our loops and OpenBLAS share one OpenMP pool).
+// Threads used by the CPU backend (our loops and OpenBLAS share one OpenMP pool); process-wide.
 void set_num_threads(int threads);
 int get_num_threads();
 

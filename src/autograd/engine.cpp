@@ -1,6 +1,7 @@
 // The backward engine: a topological replay of the tape, latest node first.
 #include "tapegrad/autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 
@@ -56,7 +57,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     auto& slots = buffers[node];
     slots.resize(node->outputs().size());
     accumulate_into(slots, edge.input_nr, grad);
-    root_nodes.push_back(node);
+    // A root given twice contributes both gradients but is one node of the graph.
+    if (std::find(root_nodes.begin(), root_nodes.end(), node) == root_nodes.end()) root_nodes.push_back(node);
   }
 
   // How many edges point at each node, counting only the part of the graph the roots reach.
@@ -81,10 +83,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   for (Node* n : root_nodes)
-    if (dependencies[n] == 0 && seen[n]) {
-      ready.push(n);
-      seen[n] = false;  // queued once
-    }
+    if (dependencies[n] == 0) ready.push(n);
 
   while (!ready.empty()) {
     Node* node = ready.top();

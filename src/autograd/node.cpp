@@ -54,6 +54,13 @@ void Node::retain_output_grad(int output_nr, const std::shared_ptr<TensorImpl>& 
   retained_.emplace_back(output_nr, tensor);
 }
 
+void Node::drop_retained(const TensorImpl* tensor) {
+  for (auto it = retained_.begin(); it != retained_.end();) {
+    auto held = it->second.lock();
+    it = (!held || held.get() == tensor) ? retained_.erase(it) : it + 1;
+  }
+}
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
   outputs_.push_back(OutputMeta{leaf_->sizes, leaf_->dtype, leaf_->storage->device()});
 }
@@ -119,10 +126,14 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   for (size_t i = 0; i < outputs.size(); ++i) {
     TensorImpl* out = outputs[i].impl();
     node->outputs_.push_back(OutputMeta{out->sizes, out->dtype, outputs[i].device()});
+    // An in-place op re-records a tensor: a retained grad follows it to its new node.
+    bool retained = out->retains_grad && out->grad_fn != nullptr;
+    if (retained) out->grad_fn->drop_retained(out);
     out->grad_fn = node;
     out->output_nr = static_cast<int>(i);
     out->requires_grad = true;
-    out->retains_grad = false;
+    out->retains_grad = retained;
+    if (retained) node->retain_output_grad(static_cast<int>(i), outputs[i].impl_ptr());
   }
 }
 

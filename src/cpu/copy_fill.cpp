@@ -49,7 +49,9 @@ void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t
       for (int64_t i = b; i < e; ++i) {
         math::Philox4 r = math::philox4x32_10(offset + static_cast<uint64_t>(i), seed);
         if constexpr (std::is_same_v<T, float>) {
-          o[i] = static_cast<float>(low + (high - low) * math::uniform_float(r.x[0]));
+          float v = static_cast<float>(low + (high - low) * math::uniform_float(r.x[0]));
+          // Rounding to f32 can reach `high`; the interval is half-open.
+          o[i] = v < static_cast<float>(high) ? v : std::nextafter(static_cast<float>(high), static_cast<float>(low));
         } else {
           o[i] = low + (high - low) * math::uniform_double(r.x[0], r.x[1]);
         }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tapegrad/runtime.h"
+
 namespace tapegrad::cpu {
 
 // Elements per thread below which a loop stays serial (cheap pointwise ops).
@@ -18,7 +20,7 @@ template <class F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   int64_t n = end - begin;
   if (n <= 0) return;
-  int threads = omp_get_max_threads();
+  int threads = get_num_threads();
   if (n <= grain || threads <= 1 || omp_in_parallel()) {
     f(begin, end);
     return;

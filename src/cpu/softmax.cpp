@@ -37,8 +37,10 @@ void softmax(const Tensor& x, const Tensor& out, bool log) {
           total += y[c];
         }
         if (log) {
-          T lse = m + std::log(total);
-          for (int64_t c = 0; c < cols; ++c) y[c] = row[c] - lse;
+          // (x - max) - log(total): forming max + log(total) first would round it at the
+          // magnitude of the logits and lose digits of small log-probabilities.
+          T log_total = std::log(total);
+          for (int64_t c = 0; c < cols; ++c) y[c] = (row[c] - m) - log_total;
         } else {
           T inv = T(1) / total;
           for (int64_t c = 0; c < cols; ++c) y[c] *= inv;
@@ -88,16 +90,18 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
       for (int64_t r = b; r < e; ++r) {
         const T* row = z + r * classes;
         T m = row_max(row, classes);
-        T total = 0, logit_sum = 0;
+        // Work relative to the row max (see softmax above): shifting every logit by m leaves the
+        // loss unchanged and keeps small losses precise when logits are large.
+        T total = 0, shifted_sum = 0;
         for (int64_t c = 0; c < classes; ++c) {
           total += std::exp(row[c] - m);
-          logit_sum += row[c];
+          shifted_sum += row[c] - m;
         }
-        T lse = m + std::log(total);
-        lse_out[r] = lse;
-        loss[r] = t[r] == ignore_index
-                      ? T(0)
-                      : math::cross_entropy_loss<T>(lse, row[t[r]], logit_sum, classes, static_cast<T>(label_smoothing));
+        T log_total = std::log(total);
+        lse_out[r] = m + log_total;
+        loss[r] = t[r] == ignore_index ? T(0)
+                                       : math::cross_entropy_loss<T>(log_total, row[t[r]] - m, shifted_sum, classes,
+                                                                     static_cast<T>(label_smoothing));
       }
     });
   });

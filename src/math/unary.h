@@ -41,7 +41,7 @@ struct SigmoidOp {
   template <class T> TG_HD static T backward(T g, T, T y) { return g * y * (T(1) - y); }
 };
 struct ReluOp {
-  template <class T> TG_HD static T forward(T x) { return x > T(0) ? x : T(0); }
+  template <class T> TG_HD static T forward(T x) { return x < T(0) ? T(0) : x; }  // NaN stays NaN
   template <class T> TG_HD static T backward(T g, T x, T) { return x > T(0) ? g : T(0); }
 };
 // gelu(x) = x * Phi(x), Phi the standard normal CDF; gelu'(x) = Phi(x) + x * phi(x).

@@ -72,10 +72,20 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (out.numel() > 0) TG_KERNEL(a.device(), binary)(op, expand_raw(ca, shape), expand_raw(cb, shape), out);
   if (any_requires_grad({ca, cb})) {
     bool need_a = ca.requires_grad(), need_b = cb.requires_grad();
-    bool uses_inputs = op != BinaryOp::Add && op != BinaryOp::Sub;
-    SavedTensor sa = uses_inputs ? SavedTensor(ca) : SavedTensor();
-    SavedTensor sb = uses_inputs ? SavedTensor(cb) : SavedTensor();
-    SavedTensor so = (op == BinaryOp::Div || op == BinaryOp::Pow) ? SavedTensor(out) : SavedTensor();
+    // Save only what the backward reads, so later in-place writes to the others stay legal.
+    bool save_a = false, save_b = false, save_out = false;
+    switch (op) {
+      case BinaryOp::Add:
+      case BinaryOp::Sub: break;
+      case BinaryOp::Mul: save_a = need_b; save_b = need_a; break;
+      case BinaryOp::Div: save_b = true; save_out = need_b; break;
+      case BinaryOp::Pow: save_a = true; save_b = need_a; save_out = need_b; break;
+      case BinaryOp::Maximum:
+      case BinaryOp::Minimum: save_a = save_b = true; break;
+    }
+    SavedTensor sa = save_a ? SavedTensor(ca) : SavedTensor();
+    SavedTensor sb = save_b ? SavedTensor(cb) : SavedTensor();
+    SavedTensor so = save_out ? SavedTensor(out) : SavedTensor();
     Shape a_shape = ca.sizes(), b_shape = cb.sizes();
     record(name, {ca, cb}, {out}, [=](const std::vector<Tensor>& g) {
       std::vector<Tensor> grads = binary_backward(op, g[0], sa.get(), sb.get(), so.get(), need_a, need_b);
@@ -89,10 +99,10 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 // A Python-like scalar operand: it keeps a tensor's dtype unless the tensor is integral and the
 // scalar is not an integer (then the result is float32).
-Tensor scalar_like(const Tensor& t, double value) {
-  check_defined("scalar op", t);
+Tensor scalar_like(const Tensor& t, double value, const char* op = "scalar op") {
+  check_defined(op, t);
   DType dt = t.dtype();
-  if (is_integral(dt) && std::floor(value) != value) dt = kFloat32;
+  if (is_integral(dt) && !(std::isfinite(value) && std::floor(value) == value)) dt = kFloat32;
   if (dt == kBool) dt = kInt64;
   return full({}, value, TensorOptions(dt).device(t.device()));
 }
@@ -111,17 +121,18 @@ Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 
-Tensor add(const Tensor& a, double b) { return binary_op(BinaryOp::Add, a, scalar_like(a, b)); }
-Tensor sub(const Tensor& a, double b) { return binary_op(BinaryOp::Sub, a, scalar_like(a, b)); }
-Tensor mul(const Tensor& a, double b) { return binary_op(BinaryOp::Mul, a, scalar_like(a, b)); }
-Tensor div(const Tensor& a, double b) { return binary_op(BinaryOp::Div, a, scalar_like(a, b)); }
+Tensor add(const Tensor& a, double b) { return binary_op(BinaryOp::Add, a, scalar_like(a, b, "add")); }
+Tensor sub(const Tensor& a, double b) { return binary_op(BinaryOp::Sub, a, scalar_like(a, b, "sub")); }
+Tensor mul(const Tensor& a, double b) { return binary_op(BinaryOp::Mul, a, scalar_like(a, b, "mul")); }
+Tensor div(const Tensor& a, double b) { return binary_op(BinaryOp::Div, a, scalar_like(a, b, "div")); }
 Tensor pow(const Tensor& a, double exponent) {
+  check_defined("pow", a);
   if (exponent == 2.0) return square(a);
-  return binary_op(BinaryOp::Pow, a, scalar_like(a, exponent));
+  return binary_op(BinaryOp::Pow, a, scalar_like(a, exponent, "pow"));
 }
-Tensor pow(double base, const Tensor& exponent) { return binary_op(BinaryOp::Pow, scalar_like(exponent, base), exponent); }
-Tensor maximum(const Tensor& a, double b) { return binary_op(BinaryOp::Maximum, a, scalar_like(a, b)); }
-Tensor minimum(const Tensor& a, double b) { return binary_op(BinaryOp::Minimum, a, scalar_like(a, b)); }
+Tensor pow(double base, const Tensor& exponent) { return binary_op(BinaryOp::Pow, scalar_like(exponent, base, "pow"), exponent); }
+Tensor maximum(const Tensor& a, double b) { return binary_op(BinaryOp::Maximum, a, scalar_like(a, b, "maximum")); }
+Tensor minimum(const Tensor& a, double b) { return binary_op(BinaryOp::Minimum, a, scalar_like(a, b, "minimum")); }
 
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -135,7 +146,7 @@ Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return binary_op(BinaryOp::Div, scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return binary_op(BinaryOp::Div, scalar_like(b, a, "div"), b); }
 
 // In-place forms: out-of-place when autograd must record (so the backward sees the old value),
 // else the kernel writes straight into self.

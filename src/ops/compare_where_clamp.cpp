@@ -38,7 +38,8 @@ Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor scalar_for(const Tensor& t, double value) {
+Tensor scalar_for(const char* op, const Tensor& t, double value) {
+  check_defined(op, t);
   DType dt = t.dtype();
   if (is_integral(dt) && !(std::isfinite(value) && std::floor(value) == value)) dt = kFloat64;
   return full({}, value, TensorOptions(dt).device(t.device()));
@@ -52,12 +53,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Lt, a
 Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return compare_op(CompareOp::Eq, a, scalar_for(a, b)); }
-Tensor ne(const Tensor& a, double b) { return compare_op(CompareOp::Ne, a, scalar_for(a, b)); }
-Tensor lt(const Tensor& a, double b) { return compare_op(CompareOp::Lt, a, scalar_for(a, b)); }
-Tensor le(const Tensor& a, double b) { return compare_op(CompareOp::Le, a, scalar_for(a, b)); }
-Tensor gt(const Tensor& a, double b) { return compare_op(CompareOp::Gt, a, scalar_for(a, b)); }
-Tensor ge(const Tensor& a, double b) { return compare_op(CompareOp::Ge, a, scalar_for(a, b)); }
+Tensor eq(const Tensor& a, double b) { return compare_op(CompareOp::Eq, a, scalar_for("eq", a, b)); }
+Tensor ne(const Tensor& a, double b) { return compare_op(CompareOp::Ne, a, scalar_for("ne", a, b)); }
+Tensor lt(const Tensor& a, double b) { return compare_op(CompareOp::Lt, a, scalar_for("lt", a, b)); }
+Tensor le(const Tensor& a, double b) { return compare_op(CompareOp::Le, a, scalar_for("le", a, b)); }
+Tensor gt(const Tensor& a, double b) { return compare_op(CompareOp::Gt, a, scalar_for("gt", a, b)); }
+Tensor ge(const Tensor& a, double b) { return compare_op(CompareOp::Ge, a, scalar_for("ge", a, b)); }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition, "condition");
@@ -89,7 +90,10 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& condition, const Tensor& a, double b) {
   check_defined("where", a);
-  return where(condition, a, full({}, b, TensorOptions(a.dtype()).device(a.device())));
+  // The scalar rule of the arithmetic ops: a fractional scalar makes an integral result float32.
+  DType dt = a.dtype();
+  if (is_integral(dt) && !(std::isfinite(b) && std::floor(b) == b)) dt = kFloat32;
+  return where(condition, a, full({}, b, TensorOptions(dt).device(a.device())));
 }
 
 Tensor clamp(const Tensor& x, double min, double max) {
@@ -110,6 +114,7 @@ Tensor clamp(const Tensor& x, double min, double max) {
 }
 
 Tensor& Tensor::clamp_(double min, double max) {
+  TG_CHECK(!(min > max), "clamp_: min ", min, " is greater than max ", max);
   check_inplace("clamp_", *this);
   if (any_requires_grad({*this})) {
     adopt_result(*this, clamp(clone(), min, max));

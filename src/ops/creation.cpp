@@ -55,6 +55,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
   TG_CHECK(steps >= 0, "linspace: steps must be >= 0, got ", steps);
   Tensor t = empty_tensor({steps}, options.dtype(), options.device());
   if (steps > 0) TG_KERNEL(t.device(), arange)(t, start, steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0);
+  if (steps > 1) TG_KERNEL(t.device(), fill)(t.narrow(0, steps - 1, 1), end);  // the end point exactly
   return finish(t, options);
 }
 

@@ -131,6 +131,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check_defined("embedding", indices, "indices");
   TG_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, embedding_dim], got ",
            shape_str(weight.sizes()));
+  checked_index("embedding", indices, weight.size(0));  // so an error names embedding
   Shape shape = indices.sizes();
   shape.push_back(weight.size(1));
   return index_select(weight, 0, indices.reshape({-1})).reshape(shape);

@@ -91,8 +91,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined("matmul", b, "second operand");
   TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ", shape_str(a.sizes()),
            " and ", shape_str(b.sizes()));
+  // Checked here so the message names matmul and the caller's shapes, not the mm/bmm it becomes.
+  const int64_t k_a = a.size(-1), k_b = b.dim() == 1 ? b.size(0) : b.size(-2);
+  TG_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+           " cannot be multiplied (", k_a, " != ", k_b, ")");
+  check_same_device("matmul", a, b);
+  TG_CHECK(a.dtype() == b.dtype(), "matmul: operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
   if (a.dim() == 1 && b.dim() == 1) {
-    TG_CHECK(a.size(0) == b.size(0), "matmul: vectors of sizes ", a.size(0), " and ", b.size(0), " differ");
     return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   }
   if (a.dim() == 2 && b.dim() == 2) return mm(a, b);

@@ -92,9 +92,11 @@ void adopt_result(Tensor& self, const Tensor& result) {
   }
   self.storage()->bump_version();
   TensorImpl* s = self.impl();
+  if (s->retains_grad && s->grad_fn) s->grad_fn->drop_retained(s);
   s->grad_fn = result.impl()->grad_fn;
   s->output_nr = result.impl()->output_nr;
   s->requires_grad = result.requires_grad();
+  if (s->retains_grad && s->grad_fn) s->grad_fn->retain_output_grad(s->output_nr, self.impl_ptr());
 }
 
 std::string describe(const Tensor& t) {

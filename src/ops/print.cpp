@@ -14,35 +14,52 @@ namespace {
 constexpr int64_t kSummariseAbove = 1000;
 constexpr int64_t kEdgeItems = 3;
 
-struct Formatter {
-  bool integral = false;
-  bool scientific = false;
-  int width = 1;
-
-  std::string format(double v) const {
-    std::ostringstream out;
-    if (integral) {
-      out << static_cast<int64_t>(v);
-    } else if (std::isnan(v)) {
-      out << "nan";
-    } else if (std::isinf(v)) {
-      out << (v > 0 ? "inf" : "-inf");
-    } else if (scientific) {
-      out << std::scientific << std::setprecision(4) << v;
-    } else {
-      out << std::fixed << std::setprecision(4) << v;
-    }
-    return out.str();
+std::string format_float(double v, bool scientific) {
+  std::ostringstream out;
+  if (std::isnan(v)) {
+    out << "nan";
+  } else if (std::isinf(v)) {
+    out << (v > 0 ? "inf" : "-inf");
+  } else if (scientific) {
+    out << std::scientific << std::setprecision(4) << v;
+  } else {
+    out << std::fixed << std::setprecision(4) << v;
   }
-};
+  return out.str();
+}
 
-bool shown(int64_t i, int64_t n, bool summarise) { return !summarise || n <= 2 * kEdgeItems || i < kEdgeItems || i >= n - kEdgeItems; }
+// Every element as text, in logical (row-major) order. Integers are printed from int64, so large
+// values stay exact.
+std::vector<std::string> element_strings(const Tensor& t) {
+  std::vector<std::string> items;
+  if (t.dtype() == kBool) {
+    for (int64_t v : t.to(kInt64).tolist<int64_t>()) items.push_back(v ? "true" : "false");
+  } else if (!t.is_floating_point()) {
+    for (int64_t v : t.tolist<int64_t>()) items.push_back(std::to_string(v));
+  } else {
+    std::vector<double> values = t.tolist<double>();
+    // PyTorch's rule: scientific when magnitudes span more than 1000x, or are very large or small.
+    double max_abs = 0, min_abs = INFINITY;
+    for (double v : values)
+      if (std::isfinite(v) && v != 0) {
+        max_abs = std::max(max_abs, std::fabs(v));
+        min_abs = std::min(min_abs, std::fabs(v));
+      }
+    bool scientific = max_abs > 0 && (max_abs / min_abs > 1000.0 || max_abs > 1e8 || min_abs < 1e-4);
+    for (double v : values) items.push_back(format_float(v, scientific));
+  }
+  return items;
+}
 
-void print_dim(std::ostringstream& out, const std::vector<double>& values, const Shape& sizes, const Shape& strides,
-               size_t dim, int64_t offset, const Formatter& f, bool summarise, int indent) {
+bool shown(int64_t i, int64_t n, bool summarise) {
+  return !summarise || n <= 2 * kEdgeItems || i < kEdgeItems || i >= n - kEdgeItems;
+}
+
+void print_dim(std::ostringstream& out, const std::vector<std::string>& items, const Shape& sizes,
+               const Shape& strides, size_t dim, int64_t offset, size_t width, bool summarise, int indent) {
   if (dim == sizes.size()) {
-    std::string s = f.format(values[static_cast<size_t>(offset)]);
-    out << std::string(static_cast<size_t>(std::max<int>(0, f.width - static_cast<int>(s.size()))), ' ') << s;
+    const std::string& s = items[static_cast<size_t>(offset)];
+    out << std::string(width > s.size() ? width - s.size() : 0, ' ') << s;
     return;
   }
   out << "[";
@@ -56,7 +73,7 @@ void print_dim(std::ostringstream& out, const std::vector<double>& values, const
       }
       continue;
     }
-    print_dim(out, values, sizes, strides, dim + 1, offset + i * strides[dim], f, summarise, indent + 1);
+    print_dim(out, items, sizes, strides, dim + 1, offset + i * strides[dim], width, summarise, indent + 1);
     if (i + 1 < n) {
       if (dim + 1 == sizes.size()) {
         out << ", ";
@@ -72,40 +89,16 @@ void print_dim(std::ostringstream& out, const std::vector<double>& values, const
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  std::vector<double> values;
-  if (dtype() == kBool) {
-    for (int64_t v : to(kInt64).tolist<int64_t>()) values.push_back(static_cast<double>(v));
-  } else {
-    values = tolist<double>();
-  }
-  Formatter f;
-  f.integral = !is_floating_point();
-  double max_abs = 0, min_abs = INFINITY;
-  for (double v : values)
-    if (std::isfinite(v)) {
-      max_abs = std::max(max_abs, std::fabs(v));
-      if (v != 0) min_abs = std::min(min_abs, std::fabs(v));
-    }
-  f.scientific = !f.integral && (max_abs >= 1e8 || (min_abs < 1e-4 && max_abs > 0));
-  bool summarise = numel() > kSummariseAbove;
-  Shape logical_strides = contiguous_strides(sizes());
-  for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
-
+  std::vector<std::string> items = element_strings(*this);
+  size_t width = 1;
+  for (const std::string& item : items) width = std::max(width, item.size());
   std::ostringstream out;
   out << "tensor(";
-  if (dtype() == kBool) {
-    f.integral = true;
-    std::ostringstream tmp;
-    print_dim(tmp, values, sizes(), logical_strides, 0, 0, f, summarise, 7);
-    std::string s = tmp.str();
-    // Bool values print as true/false.
-    std::string replaced;
-    for (char c : s) replaced += c == '1' ? std::string("true") : c == '0' ? std::string("false") : std::string(1, c);
-    out << replaced;
+  if (numel() == 0) {
+    out << "[]";
   } else {
-    print_dim(out, values, sizes(), logical_strides, 0, 0, f, summarise, 7);
+    print_dim(out, items, sizes(), contiguous_strides(sizes()), 0, 0, width, numel() > kSummariseAbove, 7);
   }
-  if (numel() == 0) out.str("tensor([]"), out.seekp(0, std::ios_base::end);
   if (!device().is_cpu()) out << ", device='" << device() << "'";
   if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) out << ", dtype=" << dtype();
   if (numel() == 0 && dim() != 1) out << ", size=" << shape_str(sizes());

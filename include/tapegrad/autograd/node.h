@@ -46,6 +46,8 @@ class Node {
 
   // Non-leaf tensors whose .grad() should be filled with this node's output gradients.
   void retain_output_grad(int output_nr, const std::shared_ptr<TensorImpl>& tensor);
+  // Stops filling `tensor`'s grad (an in-place op moved the tensor to a newer node).
+  void drop_retained(const TensorImpl* tensor);
   const std::vector<std::pair<int, std::weak_ptr<TensorImpl>>>& retained() const { return retained_; }
 
  protected:

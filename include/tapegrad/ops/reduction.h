@@ -10,7 +10,8 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);  // floating-point inputs only
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
-// Variance with `correction` (1 = unbiased, PyTorch's default; 0 = population).
+// Variance with `correction` (1 = unbiased, PyTorch's default; 0 = population). Name dims as a
+// Shape: var(x, Shape{1}); a braced var(x, {1}) would pick the first overload (correction = 1).
 Tensor var(const Tensor& x, double correction = 1.0);
 Tensor var(const Tensor& x, const Shape& dims, double correction = 1.0, bool keepdim = false);
 
