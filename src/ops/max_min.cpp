@@ -28,15 +28,18 @@ ValuesIndices extreme(ReduceOp op, const char* name, const Tensor& x, const Shap
 
 }  // namespace
 
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
-  ValuesIndices r = extreme(ReduceOp::Max, "max", x, {dim}, keepdim);
+namespace {
+
+// Values and indices along `dim`, recording a backward that sends each gradient to the index.
+ValuesIndices extreme_along(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
+  ValuesIndices r = extreme(op, name, x, {dim}, keepdim);
   if (any_requires_grad({x})) {
     Shape x_shape = x.sizes();
-    int64_t d = x.dim() ? wrap_dim("max", dim, x.dim()) : 0;
+    int64_t d = x.dim() ? wrap_dim(name, dim, x.dim()) : 0;
     Shape kept = x_shape;
     if (!kept.empty()) kept[d] = 1;
     SavedTensor idx = r.indices;
-    record("max", {x}, {r.values}, [=](const std::vector<Tensor>& g) {
+    record(name, {x}, {r.values}, [=](const std::vector<Tensor>& g) {
       if (x_shape.empty()) return std::vector<Tensor>{g[0]};
       Tensor zero = zeros(x_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
       return std::vector<Tensor>{scatter_add(zero, d, idx.get().reshape(kept), g[0].reshape(kept))};
@@ -45,22 +48,10 @@ ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   return r;
 }
 
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
-  ValuesIndices r = extreme(ReduceOp::Min, "min", x, {dim}, keepdim);
-  if (any_requires_grad({x})) {
-    Shape x_shape = x.sizes();
-    int64_t d = x.dim() ? wrap_dim("min", dim, x.dim()) : 0;
-    Shape kept = x_shape;
-    if (!kept.empty()) kept[d] = 1;
-    SavedTensor idx = r.indices;
-    record("min", {x}, {r.values}, [=](const std::vector<Tensor>& g) {
-      if (x_shape.empty()) return std::vector<Tensor>{g[0]};
-      Tensor zero = zeros(x_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
-      return std::vector<Tensor>{scatter_add(zero, d, idx.get().reshape(kept), g[0].reshape(kept))};
-    });
-  }
-  return r;
-}
+}  // namespace
+
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_along(ReduceOp::Max, "max", x, dim, keepdim); }
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_along(ReduceOp::Min, "min", x, dim, keepdim); }
 
 Tensor max(const Tensor& x) {
   check_defined("max", x);
