@@ -11,6 +11,7 @@
 
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/storage.h"
+#include "math/optim.h"
 #include "tapegrad/core/tensor.h"
 
 namespace tapegrad::backend {
@@ -83,6 +84,13 @@ struct KernelTable {
   void (*gather)(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) = nullptr;
   // Accumulates: out.scatter_add_(dim, index, src).
   void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = nullptr;
+
+  // One fused pass per parameter (param, grad and state read once, written once); all contiguous,
+  // one dtype. momentum_buffer / max_exp_avg_sq are undefined when unused. Update in place.
+  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                   const math::SgdHyper& hyper) = nullptr;
+  void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const Tensor& max_exp_avg_sq, const math::AdamHyper& hyper) = nullptr;
 };
 
 // The table of one device kind (both backends registered on first use).

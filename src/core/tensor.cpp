@@ -75,6 +75,19 @@ void Tensor::retain_grad() const {
   t.grad_fn->retain_output_grad(t.output_nr, impl_);
 }
 
+void Tensor::set_data(const Tensor& data) const {
+  checked();
+  TG_CHECK(data.defined(), "set_data: the new data is undefined");
+  TG_CHECK(!impl_->requires_grad || tapegrad::is_floating_point(data.dtype()),
+           "set_data: a tensor that requires grad needs floating-point data, got ", data.dtype());
+  impl_->storage = data.storage();
+  impl_->offset = data.storage_offset();
+  impl_->sizes = data.sizes();
+  impl_->strides = data.strides();
+  impl_->dtype = data.dtype();
+  impl_->grad = nullptr;
+}
+
 Tensor Tensor::detach() const {
   const TensorImpl& t = checked();
   Tensor out(t.storage, t.offset, t.sizes, t.strides, t.dtype);

@@ -53,4 +53,9 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
 void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
+// optim.cpp
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const math::AdamHyper& hyper);
+
 }  // namespace tapegrad::cpu

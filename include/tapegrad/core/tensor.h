@@ -90,6 +90,9 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   // A tensor sharing this one's storage, cut from the graph (requires_grad = false).
   Tensor detach() const;
+  // Points this tensor (and every handle to it) at `data`'s storage and geometry, keeping its
+  // autograd flags; the gradient is cleared. Used to move or convert parameters in place.
+  void set_data(const Tensor& data) const;
 
   // --- Views (no copy; recorded by autograd) -----------------------------------------------
   Tensor view(const Shape& sizes) const;     // one dim may be -1; strides must allow it

@@ -1,0 +1,71 @@
+// Linear, ReLU, Dropout and Sequential.
+#include "tapegrad/nn/layers.h"
+
+#include <cmath>
+
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/linalg.h"
+
+namespace tapegrad::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator* generator)
+    : in_features_(in_features), out_features_(out_features) {
+  TG_CHECK(in_features > 0 && out_features > 0, "Linear: feature counts must be positive, got ", in_features, " and ",
+           out_features);
+  // kaiming_uniform_(a=sqrt(5)) on [out, in] reduces to U(-1/sqrt(in), 1/sqrt(in)); so does the bias.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  Tensor w = empty({out_features, in_features});
+  uniform_(w, -bound, bound, generator);
+  weight = register_parameter("weight", w);
+  if (with_bias) {
+    Tensor b = empty({out_features});
+    uniform_(b, -bound, bound, generator);
+    bias = register_parameter("bias", b);
+  }
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features_) + ", out_features=" + std::to_string(out_features_) +
+         ", bias=" + (bias.defined() ? "true" : "false");
+}
+
+Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+
+Dropout::Dropout(double p, Generator* generator) : p_(p), generator_(generator) {
+  TG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& input) {
+  if (!is_training() || p_ == 0) return input;
+  if (p_ == 1) return mul(input, 0.0);
+  Tensor keep = ge(rand(input.sizes(), TensorOptions(input.dtype()).device(input.device()), generator_), p_);
+  return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p_)));
+}
+
+std::string Dropout::extra_repr() const { return "p=" + std::to_string(p_); }
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (const auto& m : modules_) x = m->forward(x);
+  return x;
+}
+
+std::shared_ptr<UnaryModule> Sequential::operator[](size_t index) const {
+  TG_CHECK(index < modules_.size(), "Sequential: index ", index, " is out of range for ", modules_.size(), " modules");
+  return modules_[index];
+}
+
+}  // namespace tapegrad::nn

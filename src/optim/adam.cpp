@@ -1,0 +1,101 @@
+// Adam and AdamW (torch.optim.Adam/AdamW's rule, bias correction included, optional amsgrad).
+#include <cmath>
+
+#include "backend/kernel_table.h"
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/optim/optimizer.h"
+
+namespace tapegrad::optim {
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, const char* name)
+    : Optimizer(std::move(params), options.lr_), options_(options), decoupled_(decoupled), name_(name) {
+  TG_CHECK(options.beta1_ >= 0 && options.beta1_ < 1 && options.beta2_ >= 0 && options.beta2_ < 1, name,
+           ": betas must be in [0, 1), got (", options.beta1_, ", ", options.beta2_, ")");
+  TG_CHECK(std::isfinite(options.eps_) && options.eps_ >= 0, name, ": invalid eps ", options.eps_);
+  TG_CHECK(std::isfinite(options.weight_decay_) && options.weight_decay_ >= 0, name, ": invalid weight_decay ",
+           options.weight_decay_);
+  state_.resize(params_.size());
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true, "AdamW") {}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TG_CHECK(p.is_contiguous(), name_, ": parameter ", i, " is not contiguous");
+    g = g.contiguous();
+    State& s = state_[i];
+    if (!s.exp_avg.defined()) {
+      s.exp_avg = zeros_like(p);
+      s.exp_avg_sq = zeros_like(p);
+      if (options_.amsgrad_) s.max_exp_avg_sq = zeros_like(p);
+    }
+    s.step += 1;
+    const double step = static_cast<double>(s.step);
+    math::AdamHyper hyper{lr_,
+                          options_.beta1_,
+                          options_.beta2_,
+                          options_.eps_,
+                          options_.weight_decay_,
+                          decoupled_,
+                          options_.amsgrad_,
+                          1.0 - std::pow(options_.beta1_, step),
+                          std::sqrt(1.0 - std::pow(options_.beta2_, step))};
+    TG_KERNEL(p.device(), adam_step)(p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq, hyper);
+    p.storage()->bump_version();
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const State& s = state_[i];
+    if (!s.exp_avg.defined()) continue;
+    std::string prefix = std::to_string(i) + ".";
+    state.emplace_back(prefix + "step", full({}, static_cast<double>(s.step), kFloat32));
+    state.emplace_back(prefix + "exp_avg", s.exp_avg);
+    state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq);
+    if (s.max_exp_avg_sq.defined()) state.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq);
+  }
+  return state;
+}
+
+void Adam::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
+  std::vector<State> loaded(params_.size());
+  for (const auto& [name, t] : entries) {
+    size_t dot = name.find('.');
+    TG_CHECK(dot != std::string::npos, name_, ".load_state_dict: unexpected key '", name, "'");
+    size_t index = std::stoul(name.substr(0, dot));
+    std::string field = name.substr(dot + 1);
+    TG_CHECK(index < params_.size(), name_, ".load_state_dict: '", name, "' names parameter ", index, " of ",
+             params_.size());
+    const Tensor& p = params_[index];
+    if (field == "step") {
+      loaded[index].step = static_cast<int64_t>(t.item());
+      continue;
+    }
+    TG_CHECK(t.sizes() == p.sizes(), name_, ".load_state_dict: '", name, "' has shape ", shape_str(t.sizes()),
+             ", the parameter ", shape_str(p.sizes()));
+    Tensor value = t.to(p.device(), p.dtype()).contiguous().clone();
+    if (field == "exp_avg") loaded[index].exp_avg = value;
+    else if (field == "exp_avg_sq") loaded[index].exp_avg_sq = value;
+    else if (field == "max_exp_avg_sq") loaded[index].max_exp_avg_sq = value;
+    else TG_CHECK(false, name_, ".load_state_dict: unexpected key '", name, "'");
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const State& s = loaded[i];
+    if (!s.exp_avg.defined() && !s.exp_avg_sq.defined()) continue;
+    TG_CHECK(s.exp_avg.defined() && s.exp_avg_sq.defined() && s.step > 0 &&
+                 (!options_.amsgrad_ || s.max_exp_avg_sq.defined()),
+             name_, ".load_state_dict: incomplete state for parameter ", i);
+  }
+  state_ = loaded;
+}
+
+}  // namespace tapegrad::optim

@@ -1,0 +1,61 @@
+// SGD with momentum, dampening, Nesterov and weight decay (torch.optim.SGD's rule).
+#include <cmath>
+
+#include "backend/kernel_table.h"
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/optim/optimizer.h"
+
+namespace tapegrad::optim {
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
+    : Optimizer(std::move(params), options.lr_), options_(options) {
+  TG_CHECK(std::isfinite(options.momentum_) && options.momentum_ >= 0, "SGD: invalid momentum ", options.momentum_);
+  TG_CHECK(std::isfinite(options.weight_decay_) && options.weight_decay_ >= 0, "SGD: invalid weight_decay ",
+           options.weight_decay_);
+  TG_CHECK(!options.nesterov_ || (options.momentum_ > 0 && options.dampening_ == 0),
+           "SGD: nesterov needs momentum > 0 and zero dampening");
+  momentum_buffers_.resize(params_.size());
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TG_CHECK(p.is_contiguous(), "SGD: parameter ", i, " is not contiguous");
+    g = g.contiguous();
+    bool first = false;
+    if (options_.momentum_ != 0 && !momentum_buffers_[i].defined()) {
+      momentum_buffers_[i] = empty_like(p);
+      first = true;
+    }
+    math::SgdHyper hyper{lr_, options_.momentum_, options_.dampening_, options_.weight_decay_, options_.nesterov_, first};
+    TG_KERNEL(p.device(), sgd_step)(p, g, momentum_buffers_[i], hyper);
+    p.storage()->bump_version();
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (size_t i = 0; i < momentum_buffers_.size(); ++i)
+    if (momentum_buffers_[i].defined()) state.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
+  return state;
+}
+
+void SGD::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::vector<Tensor> buffers(params_.size());
+  for (const auto& [name, t] : state) {
+    size_t dot = name.find('.');
+    TG_CHECK(dot != std::string::npos && name.substr(dot) == ".momentum_buffer", "SGD.load_state_dict: unexpected key '",
+             name, "'");
+    size_t index = std::stoul(name.substr(0, dot));
+    TG_CHECK(index < params_.size() && t.sizes() == params_[index].sizes(), "SGD.load_state_dict: '", name,
+             "' does not match a parameter");
+    buffers[index] = t.to(params_[index].device(), params_[index].dtype()).contiguous().clone();
+  }
+  momentum_buffers_ = buffers;
+}
+
+}  // namespace tapegrad::optim
