@@ -188,3 +188,36 @@ TEST(Optimizer, BadSettingsAreErrors) {
 
 }  // namespace
 }  // namespace tapegrad
+
+namespace tapegrad {
+namespace {
+
+TEST(Scheduler, StepLRDecaysEveryStepSize) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(1.0));
+  optim::StepLR sched(opt, 2, 0.5);
+  std::vector<double> seen;
+  for (int e = 0; e < 6; ++e) {
+    seen.push_back(opt.lr());
+    sched.step();
+  }
+  EXPECT_EQ(seen, (std::vector<double>{1.0, 1.0, 0.5, 0.5, 0.25, 0.25}));
+}
+
+TEST(Scheduler, CosineAnnealingEndsAtEtaMin) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::Adam opt({p}, optim::AdamOptions(0.1));
+  optim::CosineAnnealingLR sched(opt, 4, 0.01);
+  std::vector<double> expected{0.1, 0.01 + 0.09 * (1 + std::cos(M_PI / 4)) / 2, 0.055,
+                               0.01 + 0.09 * (1 + std::cos(3 * M_PI / 4)) / 2, 0.01};
+  for (int e = 0; e <= 4; ++e) {
+    EXPECT_NEAR(opt.lr(), expected[e], 1e-12) << "epoch " << e;
+    sched.step();
+  }
+  sched.set_epoch(2);
+  EXPECT_NEAR(opt.lr(), 0.055, 1e-12);
+  testing::expect_error([&] { optim::StepLR(opt, 0); }, {"StepLR", "step_size"});
+}
+
+}  // namespace
+}  // namespace tapegrad

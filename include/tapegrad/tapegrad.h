@@ -20,4 +20,5 @@
 #include "tapegrad/ops/loss.h"
 #include "tapegrad/ops/reduction.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/scheduler.h"
 #include "tapegrad/runtime.h"
