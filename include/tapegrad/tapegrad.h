@@ -19,6 +19,7 @@
 #include "tapegrad/ops/linalg.h"
 #include "tapegrad/ops/loss.h"
 #include "tapegrad/ops/reduction.h"
+#include "tapegrad/ops/rnn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/scheduler.h"
 #include "tapegrad/runtime.h"

@@ -85,6 +85,18 @@ struct KernelTable {
   // Accumulates: out.scatter_add_(dim, index, src).
   void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = nullptr;
 
+  // The LSTM cell at one timestep, for a batch [B] of rows; `lengths` (int64 [B], may be undefined)
+  // marks rows whose sequence has ended at time t: their state passes through unchanged.
+  // Forward: gates [B, 4H] holds pre-activations and is overwritten with the activations;
+  // writes c_new and h_new [B, H].
+  void (*lstm_cell_forward)(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,
+                            const Tensor& c_new, const Tensor& lengths, int64_t t) = nullptr;
+  // Backward: dh [B, H] holds the gradient of h_new and is overwritten with the part of dh_prev that
+  // bypasses the recurrent GEMM (nonzero only for finished rows); dc [B, H] is updated in place
+  // from dc_new to dc_prev; overwrites dgates [B, 4H] with the pre-activation gradients.
+  void (*lstm_cell_backward)(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
+                             const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t) = nullptr;
+
   // One fused pass per parameter (param, grad and state read once, written once); all contiguous,
   // one dtype. momentum_buffer / max_exp_avg_sq are undefined when unused. Update in place.
   void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,

@@ -56,6 +56,8 @@ void register_cpu_backend() {
   t.index_add = cpu::index_add;
   t.gather = cpu::gather;
   t.scatter_add = cpu::scatter_add;
+  t.lstm_cell_forward = cpu::lstm_cell_forward;
+  t.lstm_cell_backward = cpu::lstm_cell_backward;
   t.sgd_step = cpu::sgd_step;
   t.adam_step = cpu::adam_step;
 }

@@ -53,6 +53,12 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
 void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
+// lstm.cpp
+void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,
+                       const Tensor& c_new, const Tensor& lengths, int64_t t);
+void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
+                        const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t);
+
 // optim.cpp
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

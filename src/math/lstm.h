@@ -1,0 +1,42 @@
+// The LSTM cell's pointwise forward and backward (gate order i, f, g, o, as PyTorch and cuDNN),
+// host+device. Pre-activations z = x W_ih^T + b_ih + h W_hh^T + b_hh, then
+//   i = s(z_i), f = s(z_f), g = tanh(z_g), o = s(z_o), c' = f c + i g, h' = o tanh(c').
+#pragma once
+
+#include <cmath>
+
+#include "math/host_device.h"
+
+namespace tapegrad::math {
+
+template <class T>
+TG_HD T sigmoid(T x) {
+  return T(1) / (T(1) + exp(-x));
+}
+
+// Activates the four gates in place and returns the new cell and hidden values.
+template <class T>
+TG_HD void lstm_cell_forward(T& zi, T& zf, T& zg, T& zo, T c_prev, T* c_new, T* h_new) {
+  zi = sigmoid(zi);
+  zf = sigmoid(zf);
+  zg = tanh(zg);
+  zo = sigmoid(zo);
+  T c = zf * c_prev + zi * zg;
+  *c_new = c;
+  *h_new = zo * tanh(c);
+}
+
+// Given activated gates, c_prev, c_new, and the gradients dh (of h_new) and dc (of c_new, from the
+// next step), writes the pre-activation gradients and returns dc for c_prev through *dc.
+template <class T>
+TG_HD void lstm_cell_backward(T i, T f, T g, T o, T c_prev, T c_new, T dh, T* dc, T* dzi, T* dzf, T* dzg, T* dzo) {
+  T tanh_c = tanh(c_new);
+  T dc_total = *dc + dh * o * (T(1) - tanh_c * tanh_c);
+  *dzo = dh * tanh_c * o * (T(1) - o);
+  *dzi = dc_total * g * i * (T(1) - i);
+  *dzf = dc_total * c_prev * f * (T(1) - f);
+  *dzg = dc_total * i * (T(1) - g * g);
+  *dc = dc_total * f;
+}
+
+}  // namespace tapegrad::math
