@@ -139,3 +139,105 @@ TEST(LstmLayerOp, BadInputsAreErrors) {
 
 }  // namespace
 }  // namespace tapegrad
+
+namespace tapegrad {
+namespace {
+
+std::vector<std::string> parameter_names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+TEST(LSTMModule, PyTorchParameterNamesAndShapes) {
+  nn::LSTM lstm(3, 4, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  EXPECT_EQ(parameter_names(lstm),
+            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
+                                      "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse", "weight_ih_l1",
+                                      "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_ih_l1_reverse",
+                                      "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"}));
+  StateDict params = lstm.named_parameters();
+  EXPECT_EQ(params[0].second.sizes(), (Shape{16, 3}));
+  EXPECT_EQ(params[8].second.sizes(), (Shape{16, 8}));  // layer 1 reads both directions
+  for (const auto& [n, t] : params)
+    for (double v : testing::values(t)) EXPECT_LE(std::fabs(v), 0.5);  // U(-1/sqrt(4), 1/sqrt(4))
+}
+
+TEST(LSTMModule, VariableLengthEqualsEachSequenceAlone) {
+  manual_seed(21);
+  nn::LSTM lstm(3, 5, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  lstm.to(kFloat64);
+  const int64_t T = 6;
+  Tensor x = randn({T, 3, 3}, kFloat64);
+  std::vector<int64_t> lens{6, 4, 1};
+  nn::LSTMOutput packed = lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>(lens));
+  for (int64_t b = 0; b < 3; ++b) {
+    nn::LSTMOutput alone = lstm.forward(x.narrow(0, 0, lens[b]).narrow(1, b, 1));
+    testing::expect_close(packed.output.narrow(0, 0, lens[b]).narrow(1, b, 1), alone.output, 1e-12);
+    testing::expect_close(packed.h_n.narrow(1, b, 1), alone.h_n, 1e-12);
+    testing::expect_close(packed.c_n.narrow(1, b, 1), alone.c_n, 1e-12);
+  }
+  for (double v : testing::values(packed.output.narrow(0, 1, T - 1).select(1, 2))) EXPECT_EQ(v, 0.0);
+}
+
+TEST(LSTMModule, BatchFirstIsATranspose) {
+  manual_seed(22);
+  nn::LSTM a(2, 3), b(2, 3, nn::LSTMOptions().batch_first(true));
+  b.load_state_dict(a.state_dict());
+  Tensor x = randn({4, 5, 2});
+  testing::expect_close(b.forward(x.transpose(0, 1)).output.transpose(0, 1), a.forward(x).output, 1e-6);
+}
+
+TEST(LSTMModule, GradcheckTwoLayersBidirectionalWithLengths) {
+  manual_seed(23);
+  nn::LSTM lstm(2, 2, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  lstm.to(kFloat64);
+  Tensor x = randn({3, 2, 2}, kFloat64).requires_grad_();
+  Tensor h0 = randn({4, 2, 2}, kFloat64).requires_grad_();
+  std::vector<Tensor> inputs{x, h0};
+  for (Tensor& p : lstm.parameters()) inputs.push_back(p);
+  Tensor lengths = tensor<int64_t>({3, 2});
+  auto result = autograd::gradcheck(
+      [&](const std::vector<Tensor>& v) {
+        nn::LSTMOutput r = lstm.forward(v[0], v[1], Tensor(), lengths);
+        return cat({r.output.reshape({-1}), r.h_n.reshape({-1}), r.c_n.reshape({-1})}, 0);
+      },
+      inputs);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(LSTMModule, CellMatchesOneStepOfTheLayer) {
+  manual_seed(24);
+  nn::LSTMCell cell(3, 4);
+  Tensor x = randn({2, 3}), h = randn({2, 4}), c = randn({2, 4});
+  auto [h1, c1] = cell.forward(x, h, c);
+  LstmLayerOutput r = lstm_layer(x.unsqueeze(0), h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh);
+  testing::expect_close(h1, r.h_n, 0);
+  testing::expect_close(c1, r.c_n, 0);
+}
+
+TEST(Training, TinyLstmLearnsToCountSigns) {
+  // Class = whether more of the 8 steps had a positive first feature than not: needs memory.
+  manual_seed(25);
+  Tensor x = randn({8, 128, 2});
+  Tensor y = gt(sum(gt(x.select(2, 0), 0.0).to(kFloat32), {0}), 4.0).to(kInt64);
+  nn::LSTM lstm(2, 16);
+  nn::Linear head(16, 2);
+  std::vector<Tensor> params = lstm.parameters();
+  for (const Tensor& p : head.parameters()) params.push_back(p);
+  optim::Adam opt(params, optim::AdamOptions(2e-2));
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    Tensor loss = cross_entropy(head(lstm.forward(x).h_n.select(0, 0)), y);
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_GT(first, 0.5);
+  EXPECT_LT(last, 0.25);
+}
+
+}  // namespace
+}  // namespace tapegrad

@@ -11,6 +11,7 @@
 #include "tapegrad/core/tensor.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/loss.h"
+#include "tapegrad/nn/lstm.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"

@@ -1,0 +1,67 @@
+// LSTM and LSTMCell with PyTorch's parameter names (weight_ih_l0, weight_hh_l0_reverse, ...),
+// gate order i, f, g, o, and initialisation U(-1/sqrt(H), 1/sqrt(H)). Each layer and direction is
+// one lstm_layer op (one tape node), see tapegrad/ops/rnn.h.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "tapegrad/core/generator.h"
+#include "tapegrad/nn/module.h"
+
+namespace tapegrad::nn {
+
+struct LSTMOptions {
+  LSTMOptions& num_layers(int64_t v) { num_layers_ = v; return *this; }
+  LSTMOptions& bias(bool v) { bias_ = v; return *this; }
+  LSTMOptions& batch_first(bool v) { batch_first_ = v; return *this; }
+  LSTMOptions& dropout(double v) { dropout_ = v; return *this; }  // between layers, while training
+  LSTMOptions& bidirectional(bool v) { bidirectional_ = v; return *this; }
+  int64_t num_layers_ = 1;
+  bool bias_ = true, batch_first_ = false;
+  double dropout_ = 0.0;
+  bool bidirectional_ = false;
+};
+
+struct LSTMOutput {
+  Tensor output;  // [T, B, D*H] ([B, T, D*H] with batch_first); zero at padded steps
+  Tensor h_n;     // [num_layers * D, B, H], D = 2 when bidirectional
+  Tensor c_n;
+};
+
+class LSTM : public Module {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options = {}, Generator* generator = nullptr);
+  // input [T, B, I] (or [B, T, I] with batch_first); h0, c0 [num_layers * D, B, H] or undefined
+  // (zeros); lengths int64 [B] or undefined (all T steps valid).
+  LSTMOutput forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
+                     const Tensor& lengths = Tensor());
+  std::string name() const override { return "LSTM"; }
+  int64_t hidden_size() const { return hidden_size_; }
+
+ protected:
+  std::string extra_repr() const override;
+
+ private:
+  struct Weights {
+    Tensor w_ih, w_hh, b_ih, b_hh;
+  };
+  int64_t input_size_, hidden_size_;
+  LSTMOptions options_;
+  Generator* generator_;
+  std::vector<std::vector<Weights>> weights_;  // [layer][direction]
+};
+
+// One step: (h', c') = cell(x [B, I], (h, c) [B, H]); undefined h/c mean zeros.
+class LSTMCell : public Module {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, Generator* generator = nullptr);
+  std::pair<Tensor, Tensor> forward(const Tensor& input, const Tensor& h = Tensor(), const Tensor& c = Tensor());
+  std::string name() const override { return "LSTMCell"; }
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+
+ private:
+  int64_t hidden_size_;
+};
+
+}  // namespace tapegrad::nn
