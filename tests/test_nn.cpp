@@ -153,3 +153,22 @@ TEST(Training, SgdMomentumFitsRegression) {
 
 }  // namespace
 }  // namespace tapegrad
+
+namespace tapegrad {
+namespace {
+
+TEST(Checkpoint, ModuleStateDictThroughSafetensors) {
+  manual_seed(9);
+  nn::LSTM a(3, 4, nn::LSTMOptions().num_layers(2));
+  manual_seed(10);
+  nn::LSTM b(3, 4, nn::LSTMOptions().num_layers(2));
+  std::string path = ::testing::TempDir() + "tapegrad_lstm_checkpoint.safetensors";
+  save_safetensors(path, a.state_dict());
+  b.load_state_dict(load_safetensors(path));
+  Tensor x = randn({5, 2, 3});
+  testing::expect_close(b.forward(x).output, a.forward(x).output, 0);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tapegrad

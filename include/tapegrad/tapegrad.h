@@ -9,6 +9,7 @@
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/generator.h"
 #include "tapegrad/core/tensor.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/loss.h"
 #include "tapegrad/nn/lstm.h"
