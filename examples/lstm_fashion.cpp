@@ -28,13 +28,9 @@ int main(int argc, char** argv) {
   examples::add_training_options(cli, "5");
   cli.add_options()("hidden", "LSTM hidden size", cxxopts::value<int64_t>()->default_value("128"));
   try {
-    auto args = cli.parse(argc, argv);
-    if (args.count("help")) {
-      std::printf("%s\n", cli.help().c_str());
-      return 0;
-    }
-    if (args["threads"].as<int>() > 0) set_num_threads(args["threads"].as<int>());
-    manual_seed(args["seed"].as<uint64_t>());
+    std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& args = *parsed;
     RowLstmClassifier model(args["hidden"].as<int64_t>());
     return examples::train_fashion("lstm_fashion", model, args);
   } catch (const std::exception& e) {

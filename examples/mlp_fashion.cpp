@@ -10,13 +10,9 @@ int main(int argc, char** argv) {
   examples::add_training_options(cli, "10");
   cli.add_options()("hidden", "hidden widths, comma-separated", cxxopts::value<std::string>()->default_value("512,256"));
   try {
-    auto args = cli.parse(argc, argv);
-    if (args.count("help")) {
-      std::printf("%s\n", cli.help().c_str());
-      return 0;
-    }
-    if (args["threads"].as<int>() > 0) set_num_threads(args["threads"].as<int>());
-    manual_seed(args["seed"].as<uint64_t>());
+    std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& args = *parsed;
     nn::Sequential model;
     int64_t width = 784;
     std::stringstream widths(args["hidden"].as<std::string>());

@@ -18,16 +18,12 @@ int main(int argc, char** argv) {
       "seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<int>()->default_value("0"))("h,help", "this help");
   try {
-    auto args = cli.parse(argc, argv);
-    if (args.count("help")) {
-      std::printf("%s\n", cli.help().c_str());
-      return 0;
-    }
-    if (args["threads"].as<int>() > 0) set_num_threads(args["threads"].as<int>());
+    std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& args = *parsed;
     const Device device = examples::pick_device(args["device"].as<std::string>());
     const int batches = args["batches"].as<int>();
     const int64_t batch_size = args["batch-size"].as<int64_t>();
-    manual_seed(args["seed"].as<uint64_t>());
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
         std::make_shared<nn::Linear>(1000, 512), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(512, 10)});
