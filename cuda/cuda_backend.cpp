@@ -6,12 +6,14 @@ namespace tapegrad::backend {
 
 void register_cuda_backend() {
   if (!cuda::is_available()) return;
-  KernelTable& t = mutable_kernels(DeviceKind::CUDA);
-  t.allocator = &cuda_backend::device_allocator();
-  t.copy = cuda_backend::copy;
-  t.copy_from_cpu = cuda_backend::copy_from_cpu;
-  t.copy_to_cpu = cuda_backend::copy_to_cpu;
-  t.fill = cuda_backend::fill;
+  KernelTable& table = mutable_kernels(DeviceKind::CUDA);
+  cuda_backend::register_memory(table);
+  cuda_backend::register_pointwise(table);
+  cuda_backend::register_reductions(table);
+  cuda_backend::register_blas(table);
+  cuda_backend::register_lstm(table);
+  cuda_backend::register_optim(table);
+  cuda_backend::register_cudnn(table);
 }
 
 }  // namespace tapegrad::backend

@@ -3,6 +3,7 @@
 
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "launch.h"
 
 namespace tapegrad::cuda_backend {
 

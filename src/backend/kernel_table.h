@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/storage.h"
@@ -22,6 +23,16 @@ enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Mean, Max, Min };
 
 const char* unary_op_name(UnaryOp op);
+
+// One parameter's tensors for the multi-tensor optimiser slots (undefined where unused).
+struct SgdTensors {
+  Tensor param, grad, momentum_buffer;
+};
+struct AdamTensors {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+
+struct CudnnLstmKernels;  // backend/cudnn_lstm.h
 const char* binary_op_name(BinaryOp op);
 
 struct KernelTable {
@@ -103,6 +114,14 @@ struct KernelTable {
                    const math::SgdHyper& hyper) = nullptr;
   void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                     const Tensor& max_exp_avg_sq, const math::AdamHyper& hyper) = nullptr;
+
+  // The same updates for many parameters sharing one set of hyperparameters, in one or a few
+  // passes (on CUDA: launches covering many tensors at once). Optimisers prefer these when set.
+  void (*sgd_step_many)(const std::vector<SgdTensors>& params, const math::SgdHyper& hyper) = nullptr;
+  void (*adam_step_many)(const std::vector<AdamTensors>& params, const math::AdamHyper& hyper) = nullptr;
+
+  // cuDNN's LSTM (CUDA only), an alternative to lstm_layer's fused cell; see backend/cudnn_lstm.h.
+  const CudnnLstmKernels* cudnn_lstm = nullptr;
 };
 
 // The table of one device kind (both backends registered on first use).
