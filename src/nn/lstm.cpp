@@ -58,6 +58,7 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
     if (s->defined())
       TG_CHECK(s->sizes() == state_shape, "LSTM: initial state ", shape_str(s->sizes()), " should be ",
                shape_str(state_shape));
+  if (options_.implementation_ == LstmImplementation::CuDNN) return forward_cudnn(input, h0, c0, lengths);
   Tensor zero_state = zeros({batch, hidden_size_}, like);
 
   std::vector<Tensor> h_n, c_n;
@@ -87,6 +88,32 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
   return out;
 }
 
+// The whole stack as one lstm_cudnn op, on the same parameter tensors (packed by the op).
+LSTMOutput LSTM::forward_cudnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
+  std::vector<Tensor> weights;
+  for (const std::vector<Weights>& layer : weights_) {
+    for (const Weights& w : layer) {
+      weights.push_back(w.w_ih);
+      weights.push_back(w.w_hh);
+      if (options_.bias_) {
+        weights.push_back(w.b_ih);
+        weights.push_back(w.b_hh);
+      }
+    }
+  }
+  CudnnLstmOptions cudnn;
+  cudnn.num_layers = options_.num_layers_;
+  cudnn.bidirectional = options_.bidirectional_;
+  cudnn.batch_first = options_.batch_first_;
+  cudnn.dropout = is_training() ? options_.dropout_ : 0.0;
+  if (cudnn.dropout > 0 && cudnn.num_layers > 1) {
+    Generator::Draw draw = (generator_ != nullptr ? *generator_ : default_generator()).reserve(1);
+    cudnn.dropout_seed = draw.seed ^ (draw.offset * 0x9E3779B97F4A7C15ULL);
+  }
+  LstmStackOutput r = lstm_cudnn(input, h0, c0, weights, cudnn, lengths);
+  return LSTMOutput{r.output, r.h_n, r.c_n};
+}
+
 std::string LSTM::extra_repr() const {
   std::string s = std::to_string(input_size_) + ", " + std::to_string(hidden_size_);
   if (options_.num_layers_ != 1) s += ", num_layers=" + std::to_string(options_.num_layers_);
@@ -94,6 +121,7 @@ std::string LSTM::extra_repr() const {
   if (options_.batch_first_) s += ", batch_first=true";
   if (options_.dropout_ != 0) s += ", dropout=" + std::to_string(options_.dropout_);
   if (options_.bidirectional_) s += ", bidirectional=true";
+  if (options_.implementation_ == LstmImplementation::CuDNN) s += ", implementation=cudnn";
   return s;
 }
 

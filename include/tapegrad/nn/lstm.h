@@ -1,6 +1,17 @@
 // LSTM and LSTMCell with PyTorch's parameter names (weight_ih_l0, weight_hh_l0_reverse, ...),
 // gate order i, f, g, o, and initialisation U(-1/sqrt(H), 1/sqrt(H)). Each layer and direction is
 // one lstm_layer op (one tape node), see tapegrad/ops/rnn.h.
+//
+// LSTM can run on one of two implementations, chosen per module with LSTMOptions::implementation:
+//   LstmImplementation::Fused (the default): our lstm_layer ops, on the CPU and on CUDA.
+//   LstmImplementation::CuDNN: the whole stack as one lstm_cudnn op (cuDNN's RNN API); CUDA tensors
+//     only, float32/float64. forward() on CPU tensors throws tapegrad::Error. The parameters, their
+//     names and the state dict are the same under both; each forward packs the weights into cuDNN's
+//     layout (one device copy of the weights, see docs/cudnn_lstm.md). Dropout then uses cuDNN's
+//     own random state, so its masks differ from the fused implementation's.
+//
+//   nn::LSTM lstm(64, 128, nn::LSTMOptions().num_layers(2).implementation(nn::LstmImplementation::CuDNN));
+//   lstm.to(kCUDA);
 #pragma once
 
 #include <utility>
@@ -11,16 +22,20 @@
 
 namespace tapegrad::nn {
 
+enum class LstmImplementation { Fused, CuDNN };
+
 struct LSTMOptions {
   LSTMOptions& num_layers(int64_t v) { num_layers_ = v; return *this; }
   LSTMOptions& bias(bool v) { bias_ = v; return *this; }
   LSTMOptions& batch_first(bool v) { batch_first_ = v; return *this; }
   LSTMOptions& dropout(double v) { dropout_ = v; return *this; }  // between layers, while training
   LSTMOptions& bidirectional(bool v) { bidirectional_ = v; return *this; }
+  LSTMOptions& implementation(LstmImplementation v) { implementation_ = v; return *this; }  // see above
   int64_t num_layers_ = 1;
   bool bias_ = true, batch_first_ = false;
   double dropout_ = 0.0;
   bool bidirectional_ = false;
+  LstmImplementation implementation_ = LstmImplementation::Fused;
 };
 
 struct LSTMOutput {
@@ -38,11 +53,14 @@ class LSTM : public Module {
                      const Tensor& lengths = Tensor());
   std::string name() const override { return "LSTM"; }
   int64_t hidden_size() const { return hidden_size_; }
+  LstmImplementation implementation() const { return options_.implementation_; }
 
  protected:
   std::string extra_repr() const override;
 
  private:
+  LSTMOutput forward_cudnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths);
+
   struct Weights {
     Tensor w_ih, w_hh, b_ih, b_hh;
   };

@@ -1,7 +1,11 @@
 // One LSTM layer in one direction as a single op (one tape node). The input projection for all
 // timesteps is one GEMM; each step is one recurrent GEMM plus one fused cell kernel; backward runs
 // one fused cell kernel and one GEMM per step, then the weight gradients as large GEMMs.
+// lstm_cudnn is the alternative on CUDA: the whole multi-layer stack through cuDNN, one node.
 #pragma once
+
+#include <cstdint>
+#include <vector>
 
 #include "tapegrad/core/tensor.h"
 
@@ -20,5 +24,32 @@ struct LstmLayerOutput {
 LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                            const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor(),
                            const Tensor& lengths = Tensor(), bool reverse = false);
+
+// The whole stack (all layers, both directions) through cuDNN's RNN API: one cuDNN call forward,
+// two backward, and one tape node. An alternative to stacking lstm_layer ops, for CUDA tensors
+// only; nn::LSTM selects it with LSTMOptions::implementation(LstmImplementation::CuDNN).
+struct CudnnLstmOptions {
+  int64_t num_layers = 1;
+  bool bidirectional = false;
+  bool batch_first = false;
+  double dropout = 0.0;       // in [0, 1): on each layer's output but the last; pass 0 outside training
+  uint64_t dropout_seed = 0;  // seeds this thread's cuDNN dropout state the first time one is made
+};
+
+struct LstmStackOutput {
+  Tensor output;  // [T, B, D*H] ([B, T, D*H] with batch_first), D = 2 when bidirectional; zero at padded steps
+  Tensor h_n;     // [L*D, B, H]: each sequence's state after its last step, index layer * D + direction
+  Tensor c_n;     // [L*D, B, H]
+};
+
+// x [T, B, I] ([B, T, I] with batch_first); h0, c0 [L*D, B, H] or undefined (zeros). `weights`
+// lists, for each layer and direction in the order above, weight_ih [4H, in] and weight_hh [4H, H],
+// followed by bias_ih [4H] and bias_hh [4H] when the stack has biases (all of them or none); in is
+// I for layer 0 and D*H above. Gate order i, f, g, o. `lengths` (int32/int64 [B] in [0, T], any
+// device) makes the steps t >= length padding, as in lstm_layer. float32 and float64.
+// Throws tapegrad::Error for CPU tensors, a build or machine without CUDA, mismatched shapes,
+// dtypes or devices, and any failing cuDNN call (naming the call and its status).
+LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                           const CudnnLstmOptions& options, const Tensor& lengths = Tensor());
 
 }  // namespace tapegrad
