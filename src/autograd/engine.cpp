@@ -5,6 +5,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autograd/anomaly_check.h"
+#include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/node.h"
 #include "tapegrad/ops/creation.h"
@@ -103,6 +105,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
       }
     }
     std::vector<Tensor> input_grads = node->apply(grads);
+    if (anomaly_mode_enabled()) {
+      for (size_t i = 0; i < input_grads.size(); ++i)
+        TG_CHECK(all_finite(input_grads[i]), "anomaly: backward of ", node->name(),
+                 " produced NaN or Inf in the gradient for input ", i, " (shape ", shape_str(input_grads[i].sizes()),
+                 "); its forward ran ", node->anomaly_context());
+    }
     if (!retain_graph) node->release();
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "autograd/anomaly_check.h"
+#include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/ops/elementwise.h"
 
@@ -45,6 +47,14 @@ class FunctionNode : public Node {
   std::vector<OutputMeta> input_meta_;
   bool released_ = false;
 };
+
+std::vector<OutputMeta> input_meta_of(const Node&, const std::vector<Tensor>& inputs) {
+  std::vector<OutputMeta> metas;
+  for (const Tensor& input : inputs)
+    metas.push_back(input.defined() ? OutputMeta{input.sizes(), input.dtype(), input.device()}
+                                    : OutputMeta{{}, kFloat32, kCPU});
+  return metas;
+}
 
 }  // namespace
 
@@ -134,6 +144,14 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     out->requires_grad = true;
     out->retains_grad = retained;
     if (retained) node->retain_output_grad(static_cast<int>(i), outputs[i].impl_ptr());
+  }
+  if (anomaly_mode_enabled()) {
+    std::string path = current_module_path();
+    node->anomaly_context_ = "in " + (path.empty() ? std::string("the model's top level") : path) + " with inputs " +
+                             shapes_str(input_meta_of(*node, inputs)) + " and outputs " + shapes_str(node->outputs_);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      TG_CHECK(all_finite(outputs[i]), "anomaly: forward of ", name, " produced NaN or Inf in output ", i, " (",
+               node->anomaly_context_, ")");
   }
 }
 

@@ -16,6 +16,12 @@ uint64_t Generator::seed() const {
   return seed_;
 }
 
+void Generator::set_state(uint64_t seed, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  seed_ = seed;
+  offset_ = offset;
+}
+
 uint64_t Generator::offset() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return offset_;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
@@ -59,7 +60,10 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& m : modules_) x = m->forward(x);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    autograd::ModuleScope scope(std::to_string(i) + ":" + modules_[i]->name());
+    x = modules_[i]->forward(x);
+  }
   return x;
 }
 

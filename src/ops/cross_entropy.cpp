@@ -54,7 +54,10 @@ LossInputs check_loss_inputs(const char* op, const Tensor& input, const Tensor& 
   return r;
 }
 
-Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t counted, bool unbatched) {
+Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, int64_t counted, bool unbatched) {
+  // PyTorch returns NaN here; a silent NaN in a training loop is worse than an error at its source.
+  TG_CHECK(reduction != Reduction::Mean || losses.numel() > 0, op,
+           ": empty batch (0 examples): the mean loss over no examples is undefined");
   switch (reduction) {
     case Reduction::None: return unbatched ? losses.reshape({}) : losses;
     case Reduction::Sum: return sum(losses);
@@ -90,7 +93,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
       return std::vector<Tensor>{grad};
     });
   }
-  return reduce_loss(losses, options.reduction, counted, in.unbatched);
+  return reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched);
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& options) {
@@ -101,7 +104,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
   Tensor safe_target = where(ignored, zeros_like(in.target), in.target);
   Tensor picked = gather(in.input, 1, safe_target.unsqueeze(1)).squeeze(1);
   Tensor losses = where(ignored, zeros_like(picked), neg(picked));
-  return reduce_loss(losses, options.reduction, counted, in.unbatched);
+  return reduce_loss("nll_loss", losses, options.reduction, counted, in.unbatched);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -114,7 +117,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   switch (reduction) {
     case Reduction::None: return squared;
     case Reduction::Sum: return sum(squared);
-    case Reduction::Mean: return mean(squared);
+    case Reduction::Mean:
+      TG_CHECK(squared.numel() > 0, "mse_loss: empty input (shape ", shape_str(input.sizes()),
+               "): the mean loss over no elements is undefined");
+      return mean(squared);
   }
   return squared;
 }

@@ -50,6 +50,9 @@ class Node {
   void drop_retained(const TensorImpl* tensor);
   const std::vector<std::pair<int, std::weak_ptr<TensorImpl>>>& retained() const { return retained_; }
 
+  // Anomaly mode only: where the forward pass ran and with which shapes, for error messages.
+  const std::string& anomaly_context() const { return anomaly_context_; }
+
  protected:
   std::vector<Edge> next_edges_;
   std::vector<OutputMeta> outputs_;
@@ -60,6 +63,7 @@ class Node {
   std::string name_;
   uint64_t sequence_nr_;
   std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained_;
+  std::string anomaly_context_;
 };
 
 // A leaf's sink: adds the incoming gradient into the leaf's .grad().

@@ -15,6 +15,9 @@ class Generator {
   void manual_seed(uint64_t seed);
   uint64_t seed() const;
   uint64_t offset() const;
+  // The whole state is (seed, offset): saving both and restoring them with set_state resumes the
+  // exact stream of numbers, e.g. from a checkpoint.
+  void set_state(uint64_t seed, uint64_t offset);
   // Reserves `count` counters and returns the seed and first counter to use. Thread-safe.
   struct Draw {
     uint64_t seed;

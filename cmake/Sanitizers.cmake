@@ -1,0 +1,30 @@
+# TAPEGRAD_SANITIZE=address,undefined (or thread) builds the library, tests and examples with those
+# sanitizers; any report aborts the program, so a ctest run fails on it. C++ sources only: nvcc
+# has no sanitizers (compute-sanitizer covers the CUDA side on a GPU machine).
+# TAPEGRAD_FUZZ=ON (clang only) builds the libFuzzer targets in tests/fuzz with AddressSanitizer
+# and UndefinedBehaviorSanitizer; the library itself gets -fsanitize=fuzzer-no-link coverage.
+set(TAPEGRAD_SANITIZE "" CACHE STRING "Sanitizers for C++ code: address,undefined or thread (empty: none)")
+option(TAPEGRAD_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
+
+set(tapegrad_sanitize_flags "")
+if(TAPEGRAD_SANITIZE)
+  if(TAPEGRAD_SANITIZE MATCHES "thread" AND TAPEGRAD_SANITIZE MATCHES "address")
+    message(FATAL_ERROR "TAPEGRAD_SANITIZE: thread cannot be combined with address")
+  endif()
+  list(APPEND tapegrad_sanitize_flags -fsanitize=${TAPEGRAD_SANITIZE} -fno-omit-frame-pointer -g)
+  if(TAPEGRAD_SANITIZE MATCHES "undefined")
+    list(APPEND tapegrad_sanitize_flags -fno-sanitize-recover=all)
+  endif()
+endif()
+if(TAPEGRAD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TAPEGRAD_FUZZ needs clang (configure with -DCMAKE_CXX_COMPILER=clang++)")
+  endif()
+  list(APPEND tapegrad_sanitize_flags -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+       -fno-omit-frame-pointer -g)
+endif()
+if(tapegrad_sanitize_flags)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${tapegrad_sanitize_flags}>")
+  add_link_options("$<$<LINK_LANGUAGE:CXX>:${tapegrad_sanitize_flags}>")
+  message(STATUS "tapegrad: sanitizer flags ${tapegrad_sanitize_flags}")
+endif()
