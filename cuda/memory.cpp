@@ -1,51 +1,59 @@
-// Device memory and copies. The allocator here is the plain cudaMalloc one; the caching allocator
-// replaces it in the CUDA backend's own work item.
+// Device memory and host<->device copies: registers the caching allocator and the copy slots, and
+// implements the public memory API (tapegrad/cuda/memory.h).
+//
+// Copies run on the current stream of the tensor's device (made current for the call). Host to
+// device from pinned memory is asynchronous; from pageable memory, and device to host always, the
+// call waits for the stream so the data is in place when it returns.
 #include <cuda_runtime.h>
 
+#include "caching_allocator.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "pinned_allocator.h"
+#include "runtime.h"
+#include "tapegrad/cuda/stream.h"
 
 namespace tapegrad::cuda_backend {
 
+Allocator& device_allocator() { return caching_allocator(); }
+
 namespace {
-class DeviceAllocator : public Allocator {
- public:
-  DataPtr allocate(size_t nbytes) override {
-    if (nbytes == 0) return DataPtr{nullptr, nullptr};
-    void* ptr = nullptr;
-    cudaError_t status = cudaMalloc(&ptr, nbytes);
-    if (status != cudaSuccess) {
-      (void)cudaGetLastError();
-      size_t free_bytes = 0, total_bytes = 0;
-      cudaMemGetInfo(&free_bytes, &total_bytes);
-      TG_CHECK(false, "cuda allocator: cannot allocate ", nbytes, " bytes (", cudaGetErrorString(status), "; ",
-               free_bytes, " of ", total_bytes, " bytes free)");
-    }
-    return DataPtr{ptr, [](void* p) { cudaFree(p); }};
-  }
-};
+
+void check_copy(const char* op, const Tensor& src, const Tensor& dst) {
+  TG_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+           op, ": expected contiguous tensors of one dtype and size, got ", src.dtype(), " ", shape_str(src.sizes()),
+           " and ", dst.dtype(), " ", shape_str(dst.sizes()));
+}
+
 }  // namespace
 
-Allocator& device_allocator() {
-  static DeviceAllocator allocator;
-  return allocator;
-}
-
-// Overwrites dst (contiguous, same dtype and shape as the contiguous host tensor).
+// Overwrites dst (on a CUDA device) with the contiguous host tensor src_cpu.
 void copy_from_cpu(const Tensor& src_cpu, const Tensor& dst) {
-  TG_CHECK(src_cpu.is_contiguous() && dst.is_contiguous() && src_cpu.dtype() == dst.dtype(),
-           "copy to cuda: expected contiguous tensors of one dtype");
-  TG_CUDA_CHECK(cudaMemcpy(dst.data_ptr(), src_cpu.data_ptr(), src_cpu.numel() * src_cpu.itemsize(),
-                           cudaMemcpyHostToDevice),
+  check_copy("copy to cuda", src_cpu, dst);
+  const size_t nbytes = static_cast<size_t>(src_cpu.numel()) * src_cpu.itemsize();
+  if (nbytes == 0) return;
+  const int device = dst.device().index();
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  // Pinned: the DMA reads the host buffer later, so the pinned allocator must not reuse it before
+  // the stream passes this copy (Note [pinned blocks]).
+  const bool pinned = pinned_host_allocator().record_use(src_cpu.data_ptr(), nbytes, stream, device);
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src_cpu.data_ptr(), nbytes, cudaMemcpyHostToDevice, stream),
                 "copy to cuda");
+  if (!pinned) TG_CUDA_CHECK(cudaStreamSynchronize(stream), "copy to cuda");
 }
 
-// Overwrites dst_cpu.
+// Overwrites the contiguous host tensor dst_cpu with src (on a CUDA device); valid on return.
 void copy_to_cpu(const Tensor& src, const Tensor& dst_cpu) {
-  TG_CHECK(src.is_contiguous() && dst_cpu.is_contiguous() && src.dtype() == dst_cpu.dtype(),
-           "copy to cpu: expected contiguous tensors of one dtype");
-  TG_CUDA_CHECK(cudaMemcpy(dst_cpu.data_ptr(), src.data_ptr(), src.numel() * src.itemsize(), cudaMemcpyDeviceToHost),
+  check_copy("copy to cpu", src, dst_cpu);
+  const size_t nbytes = static_cast<size_t>(src.numel()) * src.itemsize();
+  if (nbytes == 0) return;
+  const int device = src.device().index();
+  cuda::DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst_cpu.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, stream),
                 "copy to cpu");
+  TG_CUDA_CHECK(cudaStreamSynchronize(stream), "copy to cpu");
 }
 
 void register_memory(backend::KernelTable& table) {
@@ -55,3 +63,33 @@ void register_memory(backend::KernelTable& table) {
 }
 
 }  // namespace tapegrad::cuda_backend
+
+namespace tapegrad::cuda {
+
+MemoryStats memory_stats(int device) { return cuda_backend::caching_allocator().stats(device); }
+size_t memory_allocated(int device) { return memory_stats(device).allocated_bytes; }
+size_t memory_reserved(int device) { return memory_stats(device).reserved_bytes; }
+size_t max_memory_allocated(int device) { return memory_stats(device).peak_allocated_bytes; }
+void reset_peak_memory_stats(int device) { cuda_backend::caching_allocator().reset_peak_stats(device); }
+void empty_cache() { cuda_backend::caching_allocator().empty_cache(); }
+
+void record_stream(const Tensor& tensor, const Stream& stream) {
+  TG_CHECK(tensor.defined(), "cuda::record_stream: undefined tensor");
+  TG_CHECK(tensor.device().is_cuda(), "cuda::record_stream: expected a tensor on a CUDA device, got ", tensor.device());
+  TG_CHECK(tensor.device().index() == stream.device(), "cuda::record_stream: the tensor is on ", tensor.device(),
+           " but the stream on cuda:", stream.device());
+  cuda_backend::caching_allocator().record_stream(tensor.storage()->data(), stream.device(),
+                                                  static_cast<cudaStream_t>(stream.handle()));
+}
+
+HostMemoryStats host_memory_stats() { return cuda_backend::pinned_host_allocator().stats(); }
+void empty_host_cache() { cuda_backend::pinned_host_allocator().empty_cache(); }
+
+Allocator& host_allocator() {
+  TG_CHECK(is_available(), "pinned host memory needs a CUDA device, and none is available (device_count() == 0)");
+  return cuda_backend::pinned_host_allocator();
+}
+
+bool is_pinned(const void* ptr) { return cuda_backend::pinned_host_allocator().contains(ptr, 0); }
+
+}  // namespace tapegrad::cuda

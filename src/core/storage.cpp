@@ -4,7 +4,7 @@
 namespace tapegrad {
 
 Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
-    : data_(allocator.allocate(nbytes)), nbytes_(nbytes), device_(device) {}
+    : data_(allocator.allocate(nbytes, device)), nbytes_(nbytes), device_(device) {}
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
     : data_{data, std::move(deleter)}, nbytes_(nbytes), device_(device) {}

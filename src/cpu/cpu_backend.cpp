@@ -10,7 +10,7 @@ namespace {
 // 64-byte alignment: a full cache line and an AVX-512 vector.
 class AlignedCpuAllocator : public Allocator {
  public:
-  DataPtr allocate(size_t nbytes) override {
+  DataPtr allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return DataPtr{nullptr, nullptr};
     size_t rounded = (nbytes + 63) / 64 * 64;
     void* ptr = std::aligned_alloc(64, rounded);

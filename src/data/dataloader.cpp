@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "tapegrad/core/device.h"
 #include "tapegrad/core/generator.h"
 #include "tapegrad/ops/creation.h"
 
@@ -18,8 +19,8 @@ namespace detail {
 // destructor stops and joins it, so breaking out of a loop never leaves a thread behind.
 class Epoch {
  public:
-  Epoch(const Dataset& dataset, std::vector<std::vector<int64_t>> batches, bool prefetch)
-      : dataset_(dataset), batches_(std::move(batches)) {
+  Epoch(const Dataset& dataset, std::vector<std::vector<int64_t>> batches, bool prefetch, bool pin_memory)
+      : dataset_(dataset), batches_(std::move(batches)), pin_memory_(pin_memory) {
     if (prefetch && !batches_.empty()) worker_ = std::thread([this] { work(); });
   }
   // Fetches the first batch; kept out of the constructor so a throw still runs ~Epoch and joins.
@@ -43,7 +44,7 @@ class Epoch {
 
  private:
   Example take() {
-    if (!worker_.joinable()) return dataset_.get_batch(batches_[position_]);
+    if (!worker_.joinable()) return fetch(batches_[position_]);
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return slot_.has_value() || error_; });
     // A ready batch comes before an error, which belongs to a later batch.
@@ -57,7 +58,7 @@ class Epoch {
     for (const std::vector<int64_t>& indices : batches_) {
       Example e;
       try {
-        e = dataset_.get_batch(indices);
+        e = fetch(indices);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         error_ = std::current_exception();
@@ -72,8 +73,19 @@ class Epoch {
     }
   }
 
+  // One batch, in pinned memory when asked (pinning is the one extra copy PyTorch makes too).
+  Example fetch(const std::vector<int64_t>& indices) const {
+    Example e = dataset_.get_batch(indices);
+    if (pin_memory_) {
+      if (e.input.defined() && e.input.device().is_cpu()) e.input = e.input.pin_memory();
+      if (e.target.defined() && e.target.device().is_cpu()) e.target = e.target.pin_memory();
+    }
+    return e;
+  }
+
   const Dataset& dataset_;
   std::vector<std::vector<int64_t>> batches_;
+  bool pin_memory_;
   int64_t position_ = 0;
   Example current_;
   std::thread worker_;
@@ -89,6 +101,9 @@ class Epoch {
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
     : dataset_(dataset), options_(options) {
   TG_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be at least 1, got ", options_.batch_size);
+  TG_CHECK(!options_.pin_memory || cuda::is_available(),
+           "DataLoader: pin_memory = true needs a CUDA device, and none is available (cuda::device_count() == 0, ",
+           "or this build has no CUDA backend); set pin_memory = false");
 }
 
 int64_t DataLoader::size() const {
@@ -119,7 +134,8 @@ DataLoader::Iterator DataLoader::begin() {
     auto first = all.begin() + k * b, last = all.begin() + std::min<int64_t>((k + 1) * b, int64_t(all.size()));
     batches.emplace_back(first, last);
   }
-  auto epoch = std::make_shared<detail::Epoch>(dataset_, std::move(batches), options_.prefetch);
+  auto epoch = std::make_shared<detail::Epoch>(dataset_, std::move(batches), options_.prefetch,
+                                               options_.pin_memory);
   epoch->start();
   return Iterator(epoch);
 }

@@ -1,4 +1,7 @@
-// Method forms of the free-function ops, for PyTorch-style chaining: x.relu().sum().
+// Method forms of the free-function ops, for PyTorch-style chaining: x.relu().sum(); and pinning.
+#include <memory>
+
+#include "tapegrad/cuda/memory.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/linalg.h"
 #include "tapegrad/ops/loss.h"
@@ -26,5 +29,22 @@ Tensor Tensor::pow(double exponent) const { return tapegrad::pow(*this, exponent
 Tensor Tensor::matmul(const Tensor& other) const { return tapegrad::matmul(*this, other); }
 Tensor Tensor::softmax(int64_t dim) const { return tapegrad::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return tapegrad::log_softmax(*this, dim); }
+
+Tensor Tensor::pin_memory() const {
+  TG_CHECK(defined(), "pin_memory: undefined tensor");
+  TG_CHECK(device().is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
+  if (is_pinned()) return *this;
+  TG_CHECK(cuda::is_available(), "pin_memory: pinned memory needs a CUDA device, and none is available",
+           " (cuda::device_count() == 0, or this build has no CUDA backend)");
+  const size_t nbytes = static_cast<size_t>(numel()) * itemsize();
+  auto storage = std::make_shared<Storage>(nbytes, kCPU, cuda::host_allocator());
+  Tensor out(std::move(storage), 0, sizes(), contiguous_strides(sizes()), dtype());
+  out.copy_(*this);
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  return defined() && device().is_cpu() && storage()->data() != nullptr && cuda::is_pinned(storage()->data());
+}
 
 }  // namespace tapegrad

@@ -19,8 +19,9 @@ struct DataPtr {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns at least nbytes (a zero-byte request may return nullptr); throws tapegrad::Error when out of memory.
-  virtual DataPtr allocate(size_t nbytes) = 0;
+  // Returns at least nbytes on `device` (a zero-byte request may return nullptr); throws
+  // tapegrad::Error when out of memory or when `device` is not one this allocator serves.
+  virtual DataPtr allocate(size_t nbytes, Device device) = 0;
 };
 
 class Storage {

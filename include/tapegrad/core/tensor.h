@@ -117,6 +117,13 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
   Tensor cpu() const { return to(kCPU); }
+  // A contiguous copy of this CPU tensor in pinned (page-locked) host memory, from which copies to
+  // a GPU are asynchronous (see tapegrad/cuda/memory.h); itself when already pinned. Recorded by
+  // autograd like a copy. Throws tapegrad::Error for a non-CPU tensor and when no CUDA device is
+  // available (or the build has no CUDA backend).
+  Tensor pin_memory() const;
+  // True when this is a CPU tensor whose storage is pinned host memory.
+  bool is_pinned() const;
   Tensor clone() const;
   // Copies (and converts) src into this tensor, broadcasting src; works across devices.
   Tensor& copy_(const Tensor& src);

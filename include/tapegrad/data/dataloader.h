@@ -17,6 +17,10 @@ struct DataLoaderOptions {
   uint64_t seed = 0;       // epoch e is shuffled by Generator(seed + e)
   bool drop_last = false;  // drop a final batch smaller than batch_size
   bool prefetch = true;    // build batch k+1 on a worker thread; batches are identical either way
+  // Put each batch's (CPU) tensors in pinned host memory, on the worker thread when prefetching,
+  // so that batch.input.to(kCUDA) copies asynchronously. Needs a CUDA device: without one the
+  // DataLoader constructor throws (rather than silently ignoring the option).
+  bool pin_memory = false;
 };
 
 namespace detail {
@@ -27,7 +31,7 @@ class Epoch;
 // Batches are [B, ...] inputs and targets from Dataset::get_batch. The dataset must outlive every
 // iterator. Leaving the loop early stops and joins the worker when the iterator is destroyed; an
 // exception thrown while building a batch is rethrown in the caller when that batch is reached.
-// Throws tapegrad::Error for batch_size < 1.
+// Throws tapegrad::Error for batch_size < 1, and for pin_memory without a CUDA device.
 class DataLoader {
  public:
   explicit DataLoader(const Dataset& dataset, DataLoaderOptions options = {});

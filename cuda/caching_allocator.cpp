@@ -1,0 +1,366 @@
+// The caching device allocator.
+//
+// Note [caching allocator]: cudaMalloc and cudaFree are slow and cudaFree synchronises the device,
+// so freed memory is kept and reused, as PyTorch's CUDACachingAllocator does.
+//  - A *segment* is one cudaMalloc. It is cut into *blocks* that form a doubly linked list in
+//    address order; a freed block merges with free neighbours, so a segment whose tensors are all
+//    gone is one free block again and can be released by empty_cache().
+//  - Sizes: requests round up to 512 bytes. Up to 1 MiB ("small") they come from 2 MiB segments;
+//    larger ones from 20 MiB segments (requests under 10 MiB) or from a segment of exactly the
+//    request rounded up to 2 MiB. A block is split when the rest is worth keeping: at least 512
+//    bytes in the small pool, more than 1 MiB in the large one.
+//  - Streams: a segment belongs to the stream it was allocated for, and its free blocks are handed
+//    out only for that stream. Work on one stream runs in order, so a block freed while kernels
+//    that use it are still queued can be given to the next allocation on that stream at once: its
+//    new owner's kernels are queued after them. A block also used on another stream
+//    (record_stream) is held back until an event recorded on that stream at free time completes.
+//  - Free blocks sit in one ordered set per pool keyed by (stream, size, address): the best fit is
+//    one lower_bound away.
+//  - Out of memory: release every unused segment of the device and retry once, then throw.
+#include "caching_allocator.h"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.h"
+#include "runtime.h"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+constexpr size_t kMinBlockSize = 512;        // every block size is a multiple of this
+constexpr size_t kSmallSize = 1 << 20;       // requests up to this use the small pool
+constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr size_t kMinLargeAlloc = 10 << 20;  // large requests below this share kLargeBuffer segments
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;      // bigger segments are the request rounded to this
+// Beyond any device, and small enough that rounding can never overflow size_t.
+constexpr size_t kMaxRequest = size_t(1) << 60;
+
+struct Block {
+  Block(void* p, size_t s, cudaStream_t st, bool sm) : ptr(p), size(s), stream(st), small(sm) {}
+  void* ptr;
+  size_t size;          // a multiple of kMinBlockSize
+  cudaStream_t stream;  // the stream of its segment
+  bool small;           // which pool its segment belongs to
+  bool allocated = false;
+  int pending_events = 0;  // events that must complete before the block is free again
+  Block* prev = nullptr;   // neighbours within the segment, in address order
+  Block* next = nullptr;
+  std::vector<cudaStream_t> other_streams;  // from record_stream, while allocated
+};
+
+struct BlockLess {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream)
+      return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  }
+};
+using BlockPool = std::set<Block*, BlockLess>;
+
+size_t round_size(size_t nbytes) {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+size_t segment_size(size_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+// The block cache of one device. Every member function takes the mutex; the caller has made the
+// device current where a CUDA call needs it (allocate, empty_cache).
+class DeviceCache {
+ public:
+  explicit DeviceCache(int device) : device_(device) {}
+
+  Block* malloc(size_t nbytes, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nbytes > kMaxRequest) {
+      ++stats_.num_ooms;
+      throw_out_of_memory(nbytes);
+    }
+    process_events();
+    const size_t size = round_size(nbytes);
+    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    Block* block = take_free_block(pool, stream, size);
+    if (block == nullptr) block = new_segment(pool, stream, size, nbytes);
+    if (should_split(*block, size)) {
+      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, block->small);
+      rest->prev = block;
+      rest->next = block->next;
+      if (block->next != nullptr) block->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      pool.insert(rest);
+    }
+    block->allocated = true;
+    active_[block->ptr] = block;
+    ++stats_.num_allocations;
+    stats_.allocated_bytes += block->size;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    return block;
+  }
+
+  // The deleter of every block: must not throw.
+  void free(Block* block) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    active_.erase(block->ptr);
+    stats_.allocated_bytes -= block->size;
+    if (!block->other_streams.empty()) mark_uses_on_other_streams(block);
+    if (block->pending_events == 0) return_to_pool(block);
+  }
+
+  void record_stream(const void* ptr, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = active_.find(const_cast<void*>(ptr));
+    if (it == active_.end()) return;
+    Block* block = it->second;
+    if (stream == block->stream) return;
+    for (cudaStream_t s : block->other_streams)
+      if (s == stream) return;
+    block->other_streams.push_back(stream);
+  }
+
+  cuda::MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void reset_peak_stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    stats_.peak_reserved_bytes = stats_.reserved_bytes;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached_segments();
+  }
+
+ private:
+  static bool should_split(const Block& block, size_t size) {
+    size_t rest = block.size - size;
+    return block.small ? rest >= kMinBlockSize : rest > kSmallSize;
+  }
+
+  // The smallest free block of `stream` holding `size` bytes, removed from the pool; or nullptr.
+  static Block* take_free_block(BlockPool& pool, cudaStream_t stream, size_t size) {
+    Block key(nullptr, size, stream, false);
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    pool.erase(it);
+    return block;
+  }
+
+  Block* new_segment(BlockPool& pool, cudaStream_t stream, size_t size, size_t nbytes) {
+    const size_t bytes = segment_size(size);
+    void* ptr = nullptr;
+    ++stats_.num_device_mallocs;
+    cudaError_t status = cudaMalloc(&ptr, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      ++stats_.num_alloc_retries;
+      release_cached_segments();
+      ++stats_.num_device_mallocs;
+      status = cudaMalloc(&ptr, bytes);
+    }
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (status != cudaErrorMemoryAllocation) throw_cuda_error(status, "cudaMalloc", "cuda allocator");
+      ++stats_.num_ooms;
+      throw_out_of_memory(nbytes);
+    }
+    stats_.reserved_bytes += bytes;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    return new Block(ptr, bytes, stream, &pool == &small_);
+  }
+
+  [[noreturn]] void throw_out_of_memory(size_t nbytes) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+    detail::throw_error(detail::str_cat(
+        "CUDA out of memory: cannot allocate ", nbytes, " bytes (", format_bytes(nbytes), ") on cuda:", device_,
+        "; the device has ", free_bytes, " bytes free of ", total_bytes, " bytes total (", format_bytes(free_bytes),
+        " free of ", format_bytes(total_bytes), "); tapegrad's allocator holds ", stats_.allocated_bytes,
+        " bytes in tensors and ", stats_.reserved_bytes, " bytes reserved"));
+  }
+
+  // At free time, queues an event on each other stream that used the block; the block becomes
+  // free when they all complete (process_events). If that fails, waiting for the whole device is
+  // the safe answer.
+  void mark_uses_on_other_streams(Block* block) noexcept {
+    NoThrowDeviceGuard guard(device_);
+    bool all_marked = true;
+    for (cudaStream_t stream : block->other_streams) {
+      cudaEvent_t event = nullptr;
+      if (!spare_events_.empty()) {
+        event = spare_events_.back();
+        spare_events_.pop_back();
+      } else if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+        (void)cudaGetLastError();
+        all_marked = false;
+        continue;
+      }
+      if (cudaEventRecord(event, stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        (void)cudaEventDestroy(event);
+        all_marked = false;
+        continue;
+      }
+      try {
+        pending_.emplace_back(event, block);
+      } catch (...) {
+        (void)cudaEventDestroy(event);
+        all_marked = false;
+        continue;
+      }
+      ++block->pending_events;
+    }
+    block->other_streams.clear();
+    if (!all_marked && cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+  }
+
+  // Frees the blocks whose events have all completed.
+  void process_events() {
+    size_t kept = 0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      cudaError_t status = cudaEventQuery(pending_[i].first);
+      if (status == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        pending_[kept++] = pending_[i];
+        continue;
+      }
+      if (status != cudaSuccess) {
+        // Keep the rest for later; this one is dropped with its block held back for good.
+        for (size_t j = i + 1; j < pending_.size(); ++j) pending_[kept++] = pending_[j];
+        pending_.resize(kept);
+        throw_cuda_error(status, "cudaEventQuery", "cuda allocator");
+      }
+      spare_events_.push_back(pending_[i].first);
+      Block* block = pending_[i].second;
+      if (--block->pending_events == 0) return_to_pool(block);
+    }
+    pending_.resize(kept);
+  }
+
+  void return_to_pool(Block* block) {
+    BlockPool& pool = block->small ? small_ : large_;
+    merge(block, block->prev, pool);
+    merge(block, block->next, pool);
+    pool.insert(block);
+  }
+
+  // Absorbs `neighbour` into `block` (not in a pool) when the neighbour is free.
+  static void merge(Block* block, Block* neighbour, BlockPool& pool) {
+    if (neighbour == nullptr || neighbour->allocated || neighbour->pending_events > 0) return;
+    pool.erase(neighbour);
+    if (block->prev == neighbour) {
+      block->ptr = neighbour->ptr;
+      block->prev = neighbour->prev;
+      if (block->prev != nullptr) block->prev->next = block;
+    } else {
+      block->next = neighbour->next;
+      if (block->next != nullptr) block->next->prev = block;
+    }
+    block->size += neighbour->size;
+    delete neighbour;
+  }
+
+  // cudaFree of every segment that is one free block. Waits for pending events first so blocks
+  // held back for other streams can go too.
+  void release_cached_segments() {
+    for (auto& [event, block] : pending_) {
+      (void)block;
+      TG_CUDA_CHECK(cudaEventSynchronize(event), "cuda allocator");
+    }
+    process_events();
+    for (BlockPool* pool : {&small_, &large_}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->prev != nullptr || block->next != nullptr) {
+          ++it;
+          continue;
+        }
+        ++stats_.num_device_frees;
+        TG_CUDA_CHECK(cudaFree(block->ptr), "cuda allocator: releasing cached memory");
+        stats_.reserved_bytes -= block->size;
+        it = pool->erase(it);
+        delete block;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  const int device_;
+  BlockPool small_, large_;
+  std::unordered_map<void*, Block*> active_;
+  std::vector<std::pair<cudaEvent_t, Block*>> pending_;
+  std::vector<cudaEvent_t> spare_events_;
+  cuda::MemoryStats stats_;
+};
+
+// One cache per device, created on first use and never destroyed: tensors freed during static
+// destruction still find their cache.
+std::vector<DeviceCache*>& device_caches() {
+  static auto* caches = [] {
+    auto* list = new std::vector<DeviceCache*>();
+    for (int d = 0; d < cuda::device_count(); ++d) list->push_back(new DeviceCache(d));
+    return list;
+  }();
+  return *caches;
+}
+
+}  // namespace
+
+DataPtr CachingAllocator::allocate(size_t nbytes, Device device) {
+  TG_CHECK(device.is_cuda(), "cuda allocator: asked for memory on ", device);
+  if (nbytes == 0) return DataPtr{nullptr, nullptr};
+  const int index = resolve_device(device.index(), "cuda allocator");
+  cuda::DeviceGuard guard(index);
+  DeviceCache* cache = device_caches()[static_cast<size_t>(index)];
+  Block* block = cache->malloc(nbytes, current_stream(index));
+  return DataPtr{block->ptr, [cache, block](void*) { cache->free(block); }};
+}
+
+cuda::MemoryStats CachingAllocator::stats(int device) {
+  if (!cuda::is_available()) return {};
+  return device_caches()[static_cast<size_t>(resolve_device(device, "cuda::memory_stats"))]->stats();
+}
+
+void CachingAllocator::reset_peak_stats(int device) {
+  if (!cuda::is_available()) return;
+  device_caches()[static_cast<size_t>(resolve_device(device, "cuda::reset_peak_memory_stats"))]->reset_peak_stats();
+}
+
+void CachingAllocator::empty_cache() {
+  if (!cuda::is_available()) return;
+  auto& caches = device_caches();
+  for (size_t d = 0; d < caches.size(); ++d) {
+    cuda::DeviceGuard guard(static_cast<int>(d));
+    caches[d]->empty_cache();
+  }
+}
+
+void CachingAllocator::record_stream(const void* ptr, int device, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  device_caches()[static_cast<size_t>(resolve_device(device, "cuda::record_stream"))]->record_stream(ptr, stream);
+}
+
+CachingAllocator& caching_allocator() {
+  static auto* allocator = new CachingAllocator();
+  return *allocator;
+}
+
+}  // namespace tapegrad::cuda_backend

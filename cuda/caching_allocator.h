@@ -1,0 +1,27 @@
+// The caching device allocator: one instance per process, one block cache per device. See
+// tapegrad/cuda/memory.h for what users see and Note [caching allocator] in the .cpp for how.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "tapegrad/core/storage.h"
+#include "tapegrad/cuda/memory.h"
+
+namespace tapegrad::cuda_backend {
+
+class CachingAllocator : public Allocator {
+ public:
+  // Memory on `device` (a CUDA device) for work on the calling thread's current stream of that
+  // device. Throws tapegrad::Error when out of memory (after freeing the cache and retrying once).
+  DataPtr allocate(size_t nbytes, Device device) override;
+
+  cuda::MemoryStats stats(int device);
+  void reset_peak_stats(int device);
+  void empty_cache();  // every device
+  // See cuda::record_stream; `ptr` is the base of a block of `device` (others are ignored).
+  void record_stream(const void* ptr, int device, cudaStream_t stream);
+};
+
+CachingAllocator& caching_allocator();
+
+}  // namespace tapegrad::cuda_backend
