@@ -6,6 +6,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
+#include "math/reduce.h"
 
 namespace tapegrad::cpu {
 
@@ -14,12 +15,10 @@ namespace {
 template <class T>
 using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-// Max/Min keep the first extreme; a NaN wins and stays.
+// Max/Min keep the first extreme; a NaN wins and stays (math/reduce.h, shared with the CUDA kernels).
 template <class T>
 bool better(ReduceOp op, T candidate, T best) {
-  if (candidate != candidate) return !(best != best);
-  if (best != best) return false;
-  return op == ReduceOp::Max ? candidate > best : candidate < best;
+  return math::extreme_replaces(op == ReduceOp::Max, candidate, best);
 }
 
 // Sum of one strided run of `count` values, in blocks combined in order (thread-count independent).

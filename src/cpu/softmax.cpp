@@ -5,6 +5,7 @@
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
 #include "math/cross_entropy.h"
+#include "math/softmax.h"
 
 namespace tapegrad::cpu {
 
@@ -33,14 +34,13 @@ void softmax(const Tensor& x, const Tensor& out, bool log) {
         T m = row_max(row, cols);
         T total = 0;
         for (int64_t c = 0; c < cols; ++c) {
-          y[c] = std::exp(row[c] - m);
+          y[c] = math::exp_of(row[c] - m);
           total += y[c];
         }
+        // The formulas are in math/softmax.h, shared with the CUDA kernels.
         if (log) {
-          // (x - max) - log(total): forming max + log(total) first would round it at the
-          // magnitude of the logits and lose digits of small log-probabilities.
-          T log_total = std::log(total);
-          for (int64_t c = 0; c < cols; ++c) y[c] = (row[c] - m) - log_total;
+          T log_total = math::log_of(total);
+          for (int64_t c = 0; c < cols; ++c) y[c] = math::log_softmax_from_shifted(row[c] - m, log_total);
         } else {
           T inv = T(1) / total;
           for (int64_t c = 0; c < cols; ++c) y[c] *= inv;
@@ -66,10 +66,10 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
         T dot = 0;
         if (log) {
           for (int64_t c = 0; c < cols; ++c) dot += gr[c];
-          for (int64_t c = 0; c < cols; ++c) xr[c] = gr[c] - std::exp(yr[c]) * dot;
+          for (int64_t c = 0; c < cols; ++c) xr[c] = math::log_softmax_backward_element(gr[c], yr[c], dot);
         } else {
           for (int64_t c = 0; c < cols; ++c) dot += gr[c] * yr[c];
-          for (int64_t c = 0; c < cols; ++c) xr[c] = yr[c] * (gr[c] - dot);
+          for (int64_t c = 0; c < cols; ++c) xr[c] = math::softmax_backward_element(gr[c], yr[c], dot);
         }
       }
     });

@@ -1,0 +1,144 @@
+// Fused cross-entropy over logits [N, C] (contiguous) and int64 targets [N]: the forward is one
+// kernel (a warp or a block per row computes max, logsumexp and the loss with label smoothing),
+// the backward one elementwise kernel. Rows whose target is ignore_index get loss 0 and a zero
+// gradient. 16-bit floats compute in float. The formulas are math/cross_entropy.h, shared with
+// the CPU backend.
+#include <cstdint>
+#include <limits>
+
+#include "block_reduce.cuh"
+#include "cuda_check.h"
+#include "dispatch.h"
+#include "launch.h"
+#include "math/binary.h"
+#include "math/cross_entropy.h"
+#include "math/softmax.h"
+#include "reduction_kernels.h"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+struct MaxOf {
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return math::MaximumOp::apply(a, b);
+  }  // NaN propagates
+};
+struct SumOf {
+  template <class C>
+  __device__ C operator()(C a, C b) const {
+    return a + b;
+  }
+};
+
+// losses[r] and logsumexp[r] for row r. Like the CPU, everything is relative to the row max m:
+// lse = m + log(sum exp(z - m)), and the loss takes z_t - m and sum(z - m), which keeps small
+// losses precise when the logits are large.
+template <int kThreadsPerRow, class T>
+__global__ void cross_entropy_kernel(const T* logits, const int64_t* target, T* losses, T* logsumexp, int64_t rows,
+                                     int64_t classes, int64_t ignore_index, Acc<T> smoothing) {
+  using Tiling = RowTiling<kThreadsPerRow>;
+  using C = Acc<T>;
+  __shared__ C shared[Tiling::kSharedSlots];
+  for (int64_t row = Tiling::first_row(); row < rows; row += Tiling::row_step()) {
+    const T* z = logits + row * classes;
+    C m = -std::numeric_limits<C>::infinity();
+    for (int64_t c = Tiling::lane(); c < classes; c += kThreadsPerRow) m = MaxOf{}(m, convert<C>(z[c]));
+    m = Tiling::all_reduce(m, MaxOf{}, shared);
+    C total = 0, shifted_sum = 0;
+    for (int64_t c = Tiling::lane(); c < classes; c += kThreadsPerRow) {
+      const C shifted = convert<C>(z[c]) - m;
+      total += math::exp_of(shifted);
+      shifted_sum += shifted;
+    }
+    total = Tiling::all_reduce(total, SumOf{}, shared);
+    shifted_sum = Tiling::all_reduce(shifted_sum, SumOf{}, shared);
+    if (Tiling::lane() == 0) {
+      const C log_total = math::log_of(total);
+      const int64_t t = target[row];
+      logsumexp[row] = convert<T>(m + log_total);
+      // An ignored row's target may lie outside [0, classes): it is never read.
+      losses[row] = t == ignore_index ? convert<T>(C(0))
+                                      : convert<T>(math::cross_entropy_loss<C>(log_total, convert<C>(z[t]) - m,
+                                                                               shifted_sum, classes, smoothing));
+    }
+  }
+}
+
+// grad_logits[r, c] = grad_losses[r * grad_stride] * d loss_r / d z[r, c]; grad_stride is 0 when
+// the incoming gradient is one value broadcast over the rows.
+template <class T>
+__global__ void cross_entropy_backward_kernel(const T* grad_losses, int64_t grad_stride, const T* logits,
+                                              const int64_t* target, const T* logsumexp, T* grad_logits, int64_t rows,
+                                              int64_t classes, int64_t ignore_index, Acc<T> smoothing) {
+  using C = Acc<T>;
+  TG_GRID_STRIDE_LOOP(e, rows * classes) {
+    const int64_t row = e / classes, c = e - row * classes;
+    const int64_t t = target[row];
+    if (t == ignore_index) {
+      grad_logits[e] = convert<T>(C(0));
+      continue;
+    }
+    const C scale = convert<C>(grad_losses[row * grad_stride]);
+    grad_logits[e] = convert<T>(scale * math::cross_entropy_grad<C>(convert<C>(logits[e]), convert<C>(logsumexp[row]),
+                                                                    c == t, classes, smoothing));
+  }
+}
+
+}  // namespace
+
+// Overwrites losses and logsumexp ([N] each).
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
+                   int64_t ignore_index, double label_smoothing) {
+  TG_ASSERT(logits.dim() == 2 && logits.is_contiguous() && target.is_contiguous() && target.dtype() == kInt64);
+  TG_ASSERT(losses.is_contiguous() && logsumexp.is_contiguous());
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  if (rows == 0) return;
+  TG_CHECK(classes > 0, "cross_entropy: input has no classes");
+  cudaStream_t stream = current_stream();
+  dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Acc<T>;
+    const T* z = static_cast<const T*>(logits.data_ptr());
+    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
+    T* loss = static_cast<T*>(losses.data_ptr());
+    T* lse = static_cast<T*>(logsumexp.data_ptr());
+    const C smoothing = static_cast<C>(label_smoothing);
+    if (classes <= kWarpRowLimit) {
+      using Tiling = RowTiling<kWarpSize>;
+      cross_entropy_kernel<kWarpSize, T>
+          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(z, t, loss, lse, rows, classes, ignore_index, smoothing);
+    } else {
+      using Tiling = RowTiling<kBlockThreads>;
+      cross_entropy_kernel<kBlockThreads, T>
+          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(z, t, loss, lse, rows, classes, ignore_index, smoothing);
+    }
+    TG_CUDA_CHECK_LAUNCH("cross_entropy");
+  });
+}
+
+// Overwrites grad_logits; ignored rows get zeros. grad_losses is [N], possibly a broadcast scalar.
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing) {
+  TG_ASSERT(logits.dim() == 2 && logits.is_contiguous() && grad_logits.is_contiguous());
+  TG_ASSERT(target.is_contiguous() && target.dtype() == kInt64 && logsumexp.is_contiguous());
+  TG_ASSERT(grad_losses.dtype() == logits.dtype());
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int64_t n = rows * classes;
+  if (n == 0) return;
+  const int64_t grad_stride = grad_losses.dim() ? grad_losses.stride(0) : 0;
+  cudaStream_t stream = current_stream();
+  dispatch_floating_and_half(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Acc<T>;
+    cross_entropy_backward_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
+        static_cast<const T*>(grad_losses.data_ptr()), grad_stride, static_cast<const T*>(logits.data_ptr()),
+        static_cast<const int64_t*>(target.data_ptr()), static_cast<const T*>(logsumexp.data_ptr()),
+        static_cast<T*>(grad_logits.data_ptr()), rows, classes, ignore_index, static_cast<C>(label_smoothing));
+    TG_CUDA_CHECK_LAUNCH("cross_entropy_backward");
+  });
+}
+
+}  // namespace tapegrad::cuda_backend

@@ -1,0 +1,196 @@
+// index_select / index_add / gather / scatter_add on the GPU. As on the CPU, every tensor is
+// contiguous (the ops make them so) and viewed around `dim` as [outer, extent, inner], and indices
+// are int64 already range-checked by the ops. One thread per element of the indexed side; the
+// accumulating ops use atomicAdd because repeated indices send several elements to one place.
+#include <cstdint>
+
+#include "cuda_check.h"
+#include "dispatch.h"
+#include "launch.h"
+#include "reduction_kernels.h"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+// A contiguous shape split around `dim`: [outer, size(dim), inner].
+struct Around {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+Around around(const Shape& sizes, int64_t dim) {
+  Around a;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d < dim)
+      a.outer *= sizes[d];
+    else if (d == dim)
+      a.extent = sizes[d];
+    else
+      a.inner *= sizes[d];
+  }
+  return a;
+}
+
+// out[o, k, i] = x[o, index[k], i] for out [outer, count, inner], x [outer, extent, inner]. Moves
+// raw words of the element size, so every dtype shares one kernel.
+template <class Word>
+__global__ void index_select_kernel(const Word* x, const int64_t* index, Word* out, int64_t n, int64_t count,
+                                    int64_t extent, int64_t inner) {
+  TG_GRID_STRIDE_LOOP(e, n) {
+    const int64_t row = e / inner, i = e - row * inner;
+    const int64_t o = row / count, k = row - o * count;
+    out[e] = x[(o * extent + index[k]) * inner + i];
+  }
+}
+
+// out[o, j, i] = x[o, index[o, j, i], i] for index and out [outer, index_extent, index_inner].
+template <class Word>
+__global__ void gather_kernel(const Word* x, const int64_t* index, Word* out, int64_t n, int64_t index_extent,
+                              int64_t index_inner, int64_t x_extent, int64_t x_inner) {
+  TG_GRID_STRIDE_LOOP(e, n) {
+    const int64_t row = e / index_inner, i = e - row * index_inner;
+    const int64_t o = row / index_extent;
+    out[e] = x[(o * x_extent + index[e]) * x_inner + i];
+  }
+}
+
+// Element-size dispatch for the pure moves: f(TypeTag<Word>) with an unsigned word of the size.
+template <class F>
+void dispatch_word(size_t itemsize, const char* op, F&& f) {
+  switch (itemsize) {
+    case 1:
+      f(TypeTag<uint8_t>{});
+      return;
+    case 2:
+      f(TypeTag<uint16_t>{});
+      return;
+    case 4:
+      f(TypeTag<uint32_t>{});
+      return;
+    case 8:
+      f(TypeTag<uint64_t>{});
+      return;
+    default:
+      TG_ASSERT(false, op, ": no element type of ", itemsize, " bytes");
+  }
+}
+
+// *address += value, safe when several threads hit one address (sm_80+ for bfloat16; the build
+// targets sm_90). Integers wrap like the CPU's two's-complement adds.
+__device__ __forceinline__ void atomic_add(float* address, float value) {
+  atomicAdd(address, value);
+}
+__device__ __forceinline__ void atomic_add(double* address, double value) {
+  atomicAdd(address, value);
+}
+__device__ __forceinline__ void atomic_add(__half* address, __half value) {
+  atomicAdd(address, value);
+}
+__device__ __forceinline__ void atomic_add(__nv_bfloat16* address, __nv_bfloat16 value) {
+  atomicAdd(address, value);
+}
+__device__ __forceinline__ void atomic_add(int32_t* address, int32_t value) {
+  atomicAdd(address, value);
+}
+__device__ __forceinline__ void atomic_add(int64_t* address, int64_t value) {
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "64-bit atomics");
+  atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+}
+
+// out[o, index[k], i] += src[o, k, i] for src [outer, count, inner], out [outer, extent, inner].
+template <class T>
+__global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int64_t n, int64_t count, int64_t extent,
+                                 int64_t inner) {
+  TG_GRID_STRIDE_LOOP(e, n) {
+    const int64_t row = e / inner, i = e - row * inner;
+    const int64_t o = row / count, k = row - o * count;
+    atomic_add(out + (o * extent + index[k]) * inner + i, src[e]);
+  }
+}
+
+// out[o, index[o, j, i], i] += src[o, j, i] for src and index [outer, index_extent, index_inner].
+template <class T>
+__global__ void scatter_add_kernel(T* out, const int64_t* index, const T* src, int64_t n, int64_t index_extent,
+                                   int64_t index_inner, int64_t out_extent, int64_t out_inner) {
+  TG_GRID_STRIDE_LOOP(e, n) {
+    const int64_t row = e / index_inner, i = e - row * index_inner;
+    const int64_t o = row / index_extent;
+    atomic_add(out + (o * out_extent + index[e]) * out_inner + i, src[e]);
+  }
+}
+
+void check_layout(const char* op, const Tensor& a, const Tensor& index, const Tensor& b) {
+  TG_ASSERT(a.is_contiguous() && index.is_contiguous() && b.is_contiguous(), op, ": expected contiguous tensors");
+  TG_ASSERT(index.dtype() == kInt64 && a.dtype() == b.dtype(), op, ": expected int64 indices and one data dtype");
+}
+
+}  // namespace
+
+// Overwrites out. x, index (1-D) and out contiguous.
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+  check_layout("index_select", x, index, out);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const Around a = around(x.sizes(), dim);
+  const int64_t count = index.numel();
+  cudaStream_t stream = current_stream();
+  dispatch_word(x.itemsize(), "index_select", [&](auto tag) {
+    using Word = typename decltype(tag)::type;
+    index_select_kernel<Word><<<grid_for(n), kBlockThreads, 0, stream>>>(
+        static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<Word*>(out.data_ptr()), n, count, a.extent, a.inner);
+    TG_CUDA_CHECK_LAUNCH("index_select");
+  });
+}
+
+// Accumulates: out[.., index[k], ..] += src[.., k, ..]. out, index (1-D) and src contiguous.
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_layout("index_add", out, index, src);
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const Around a = around(out.sizes(), dim);
+  const int64_t count = index.numel();
+  cudaStream_t stream = current_stream();
+  dispatch_numeric(out.dtype(), "index_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    index_add_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
+        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<const T*>(src.data_ptr()), n, count, a.extent, a.inner);
+    TG_CUDA_CHECK_LAUNCH("index_add");
+  });
+}
+
+// Overwrites out (index's shape). x, index and out contiguous.
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+  check_layout("gather", x, index, out);
+  TG_ASSERT(out.sizes() == index.sizes());
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const Around xa = around(x.sizes(), dim), ia = around(index.sizes(), dim);
+  cudaStream_t stream = current_stream();
+  dispatch_word(x.itemsize(), "gather", [&](auto tag) {
+    using Word = typename decltype(tag)::type;
+    gather_kernel<Word><<<grid_for(n), kBlockThreads, 0, stream>>>(
+        static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<Word*>(out.data_ptr()), n, ia.extent, ia.inner, xa.extent, xa.inner);
+    TG_CUDA_CHECK_LAUNCH("gather");
+  });
+}
+
+// Accumulates: out[.., index[..], ..] += src[..]. out, index and src (index's shape) contiguous.
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_layout("scatter_add", out, index, src);
+  TG_ASSERT(src.sizes() == index.sizes());
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const Around oa = around(out.sizes(), dim), ia = around(index.sizes(), dim);
+  cudaStream_t stream = current_stream();
+  dispatch_numeric(out.dtype(), "scatter_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_add_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
+        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<const T*>(src.data_ptr()), n, ia.extent, ia.inner, oa.extent, oa.inner);
+    TG_CUDA_CHECK_LAUNCH("scatter_add");
+  });
+}
+
+}  // namespace tapegrad::cuda_backend

@@ -1,0 +1,34 @@
+// The slots of the reduction family (reduce.cu, softmax.cu, cross_entropy.cu, indexing.cu), which
+// reductions.cu registers. Signatures and overwrite/accumulate contracts are those of
+// backend/kernel_table.h.
+#pragma once
+
+#include "backend/kernel_table.h"
+
+namespace tapegrad::cuda_backend {
+
+using backend::ReduceOp;
+
+// reduce.cu
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner);
+void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t outer,
+                       int64_t reduced, int64_t inner);
+
+// softmax.cu
+void softmax(const Tensor& x, const Tensor& out, bool log);
+void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
+
+// cross_entropy.cu
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
+                   int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing);
+
+// indexing.cu
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+
+}  // namespace tapegrad::cuda_backend
