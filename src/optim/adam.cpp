@@ -1,4 +1,5 @@
 // Adam and AdamW (torch.optim.Adam/AdamW's rule, bias correction included, optional amsgrad).
+#include <algorithm>
 #include <cmath>
 
 #include "backend/kernel_table.h"
@@ -22,14 +23,26 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decouple
 
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true, "AdamW") {}
 
+// Parameters that share a device, a dtype and a step count share one set of hyperparameters (the
+// bias corrections depend on the step), so each such group is one multi-tensor update.
 void Adam::step() {
   NoGradGuard no_grad;
+  struct Group {
+    Device device;
+    DType dtype;
+    int64_t step;
+    std::vector<backend::AdamTensors> tensors;
+  };
+  std::vector<Group> groups;
+  // Every parameter is checked before any is updated, so a bad one leaves the model unchanged.
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
+    Tensor g = params_[i].grad();
+    if (g.defined()) TG_CHECK(params_[i].is_contiguous(), name_, ": parameter ", i, " is not contiguous");
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    TG_CHECK(p.is_contiguous(), name_, ": parameter ", i, " is not contiguous");
-    g = g.contiguous();
     State& s = state_[i];
     if (!s.exp_avg.defined()) {
       s.exp_avg = zeros_like(p);
@@ -37,7 +50,14 @@ void Adam::step() {
       if (options_.amsgrad_) s.max_exp_avg_sq = zeros_like(p);
     }
     s.step += 1;
-    const double step = static_cast<double>(s.step);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
+      return gr.device == p.device() && gr.dtype == p.dtype() && gr.step == s.step;
+    });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{p.device(), p.dtype(), s.step, {}});
+    group->tensors.push_back({p, g.contiguous(), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
+  }
+  for (const Group& group : groups) {
+    const double step = static_cast<double>(group.step);
     math::AdamHyper hyper{lr_,
                           options_.beta1_,
                           options_.beta2_,
@@ -47,8 +67,15 @@ void Adam::step() {
                           options_.amsgrad_,
                           1.0 - std::pow(options_.beta1_, step),
                           std::sqrt(1.0 - std::pow(options_.beta2_, step))};
-    TG_KERNEL(p.device(), adam_step)(p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq, hyper);
-    p.storage()->bump_version();
+    auto many = backend::kernels(group.device).adam_step_many;
+    if (options_.foreach_ && many != nullptr) {
+      many(group.tensors, hyper);
+    } else {
+      auto one = TG_KERNEL(group.device, adam_step);
+      for (const backend::AdamTensors& t : group.tensors)
+        one(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, hyper);
+    }
+    for (const backend::AdamTensors& t : group.tensors) t.param.storage()->bump_version();
   }
 }
 

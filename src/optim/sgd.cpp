@@ -1,4 +1,5 @@
 // SGD with momentum, dampening, Nesterov and weight decay (torch.optim.SGD's rule).
+#include <algorithm>
 #include <cmath>
 
 #include "backend/kernel_table.h"
@@ -18,22 +19,48 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
   momentum_buffers_.resize(params_.size());
 }
 
+// Parameters that share a device, a dtype and whether this is their buffer's first step share one
+// set of hyperparameters, so each such group is one multi-tensor update.
 void SGD::step() {
   NoGradGuard no_grad;
+  struct Group {
+    Device device;
+    DType dtype;
+    bool first_step;
+    std::vector<backend::SgdTensors> tensors;
+  };
+  std::vector<Group> groups;
+  // Every parameter is checked before any is updated, so a bad one leaves the model unchanged.
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
+    Tensor g = params_[i].grad();
+    if (g.defined()) TG_CHECK(params_[i].is_contiguous(), "SGD: parameter ", i, " is not contiguous");
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    TG_CHECK(p.is_contiguous(), "SGD: parameter ", i, " is not contiguous");
-    g = g.contiguous();
     bool first = false;
     if (options_.momentum_ != 0 && !momentum_buffers_[i].defined()) {
       momentum_buffers_[i] = empty_like(p);
       first = true;
     }
-    math::SgdHyper hyper{lr_, options_.momentum_, options_.dampening_, options_.weight_decay_, options_.nesterov_, first};
-    TG_KERNEL(p.device(), sgd_step)(p, g, momentum_buffers_[i], hyper);
-    p.storage()->bump_version();
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
+      return gr.device == p.device() && gr.dtype == p.dtype() && gr.first_step == first;
+    });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{p.device(), p.dtype(), first, {}});
+    group->tensors.push_back({p, g.contiguous(), momentum_buffers_[i]});
+  }
+  for (const Group& group : groups) {
+    math::SgdHyper hyper{lr_, options_.momentum_, options_.dampening_, options_.weight_decay_, options_.nesterov_,
+                         group.first_step};
+    auto many = backend::kernels(group.device).sgd_step_many;
+    if (options_.foreach_ && many != nullptr) {
+      many(group.tensors, hyper);
+    } else {
+      auto one = TG_KERNEL(group.device, sgd_step);
+      for (const backend::SgdTensors& t : group.tensors) one(t.param, t.grad, t.momentum_buffer, hyper);
+    }
+    for (const backend::SgdTensors& t : group.tensors) t.param.storage()->bump_version();
   }
 }
 

@@ -1,5 +1,8 @@
 // Optimisers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, with PyTorch's
-// exact update rules and defaults. Each step is one fused kernel pass per parameter.
+// exact update rules and defaults. A step updates the parameters that share a device, a dtype and
+// a step count together, in one multi-tensor pass where the backend has one (one or a few kernel
+// launches for a whole model on a GPU), else in one fused pass per parameter. foreach(false)
+// forces the per-parameter passes; on the CPU both give bit-identical results.
 //
 //   optim::Adam opt(model.parameters(), optim::AdamOptions().lr(1e-3));
 //   loss.backward(); opt.step(); opt.zero_grad();
@@ -41,8 +44,10 @@ struct SGDOptions {
   SGDOptions& dampening(double v) { dampening_ = v; return *this; }
   SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
+  SGDOptions& foreach(bool v) { foreach_ = v; return *this; }  // multi-tensor updates where available
   double lr_, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
   bool nesterov_ = false;
+  bool foreach_ = true;
 };
 
 class SGD : public Optimizer {
@@ -65,8 +70,10 @@ struct AdamOptions {
   AdamOptions& eps(double v) { eps_ = v; return *this; }
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   AdamOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
+  AdamOptions& foreach(bool v) { foreach_ = v; return *this; }  // multi-tensor updates where available
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
   bool amsgrad_ = false;
+  bool foreach_ = true;
 };
 
 class Adam : public Optimizer {
