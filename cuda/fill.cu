@@ -1,43 +1,47 @@
-// fill: a grid-stride kernel writing one value into a contiguous tensor.
-#include <cstdint>
-
-#include "cuda_check.h"
+// fill (any strides, every dtype) and arange (contiguous out, numeric dtypes).
 #include "cuda_kernels.h"
-#include "launch.h"
+#include "dispatch.h"
+#include "math/unfused.h"
+#include "pointwise_kernels.h"
+#include "pointwise_loop.cuh"
 
 namespace tapegrad::cuda_backend {
 
 namespace {
 
 template <class T>
-__global__ void fill_kernel(T* out, int64_t n, T value) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = value;
-}
+struct ConstantFn {
+  T value;
+  __device__ T operator()() const { return value; }
+};
 
 template <class T>
-void launch_fill(const Tensor& out, T value) {
-  const int64_t n = out.numel();
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535));
-  fill_kernel<T><<<blocks, threads>>>(static_cast<T*>(out.data_ptr()), n, value);
-  TG_CUDA_CHECK_LAUNCH("fill");
+__global__ void arange_kernel(T* out, int64_t n, double start, double step) {
+  TG_GRID_STRIDE_LOOP(i, n) { out[i] = convert<T>(math::arange_value(start, step, i)); }
 }
 
 }  // namespace
 
-// Overwrites out (contiguous).
+// Overwrites out. The value is converted once on the host, as the CPU converts it.
 void fill(const Tensor& out, double value) {
-  TG_CHECK(out.is_contiguous(), "fill: the cuda backend fills only contiguous tensors so far");
-  switch (out.dtype()) {
-    case DType::Float32: launch_fill<float>(out, static_cast<float>(value)); return;
-    case DType::Float64: launch_fill<double>(out, value); return;
-    case DType::Int32: launch_fill<int32_t>(out, static_cast<int32_t>(value)); return;
-    case DType::Int64: launch_fill<int64_t>(out, static_cast<int64_t>(value)); return;
-    case DType::Bool: launch_fill<bool>(out, value != 0); return;
-    default: TG_CHECK(false, "fill: no cuda kernel for dtype ", out.dtype(), " yet");
-  }
+  dispatch_all(out.dtype(), "fill", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch_pointwise<T>("fill", ConstantFn<T>{convert<T>(value)}, out);
+  });
+}
+
+// Overwrites contiguous out with start + i * step (computed in double, unfused, so it matches the
+// CPU bit for bit before the conversion to out's dtype).
+void arange(const Tensor& out, double start, double step) {
+  TG_CHECK(out.is_contiguous(), "arange: expected a contiguous output");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    arange_kernel<T><<<pointwise_grid(n), kBlockThreads, 0, current_stream()>>>(static_cast<T*>(out.data_ptr()), n,
+                                                                                 start, step);
+    TG_CUDA_CHECK_LAUNCH("arange");
+  });
 }
 
 }  // namespace tapegrad::cuda_backend

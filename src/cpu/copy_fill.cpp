@@ -5,6 +5,7 @@
 #include "cpu/dtype_dispatch.h"
 #include "cpu/strided_loop.h"
 #include "math/philox.h"
+#include "math/unfused.h"
 
 namespace tapegrad::cpu {
 
@@ -36,7 +37,7 @@ void arange(const Tensor& out, double start, double step) {
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), kGrainSize, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(math::arange_value(start, step, i));
     });
   });
 }
@@ -49,11 +50,9 @@ void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t
       for (int64_t i = b; i < e; ++i) {
         math::Philox4 r = math::philox4x32_10(offset + static_cast<uint64_t>(i), seed);
         if constexpr (std::is_same_v<T, float>) {
-          float v = static_cast<float>(low + (high - low) * math::uniform_float(r.x[0]));
-          // Rounding to f32 can reach `high`; the interval is half-open.
-          o[i] = v < static_cast<float>(high) ? v : std::nextafter(static_cast<float>(high), static_cast<float>(low));
+          o[i] = math::uniform_f32(r, low, high);
         } else {
-          o[i] = low + (high - low) * math::uniform_double(r.x[0], r.x[1]);
+          o[i] = math::uniform_f64(r, low, high);
         }
       }
     });
@@ -66,7 +65,7 @@ void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t 
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 2048, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        o[i] = static_cast<T>(mean + std * math::normal_from(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed)));
+        o[i] = static_cast<T>(math::normal_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), mean, std));
     });
   });
 }
@@ -78,9 +77,7 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 4096, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        math::Philox4 r = math::philox4x32_10(offset + static_cast<uint64_t>(i), seed);
-        uint64_t bits = (static_cast<uint64_t>(r.x[0]) << 32) | r.x[1];
-        o[i] = static_cast<T>(low + static_cast<int64_t>(bits % range));  // bias < range / 2^64
+        o[i] = static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
       }
     });
   });

@@ -5,59 +5,21 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/strided_loop.h"
-#include "math/binary.h"
-#include "math/unary.h"
+#include "math/op_switch.h"
+#include "math/select.h"
 
 namespace tapegrad::cpu {
+
+using math::with_binary_op;
+using math::with_compare_op;
+using math::with_unary_op;
 
 namespace {
 
 // Grain for ops that cost tens of cycles per element (exp, tanh, erf): threads pay off sooner.
 constexpr int64_t kTranscendentalGrain = 4096;
 
-template <class F>
-void with_unary_op(UnaryOp op, F&& f) {
-  switch (op) {
-    case UnaryOp::Neg: f(math::NegOp{}); return;
-    case UnaryOp::Abs: f(math::AbsOp{}); return;
-    case UnaryOp::Exp: f(math::ExpOp{}); return;
-    case UnaryOp::Log: f(math::LogOp{}); return;
-    case UnaryOp::Sqrt: f(math::SqrtOp{}); return;
-    case UnaryOp::Rsqrt: f(math::RsqrtOp{}); return;
-    case UnaryOp::Tanh: f(math::TanhOp{}); return;
-    case UnaryOp::Sigmoid: f(math::SigmoidOp{}); return;
-    case UnaryOp::Relu: f(math::ReluOp{}); return;
-    case UnaryOp::Gelu: f(math::GeluOp{}); return;
-    case UnaryOp::Square: f(math::SquareOp{}); return;
-  }
-}
-
-template <class F>
-void with_binary_op(BinaryOp op, F&& f) {
-  switch (op) {
-    case BinaryOp::Add: f(math::AddOp{}); return;
-    case BinaryOp::Sub: f(math::SubOp{}); return;
-    case BinaryOp::Mul: f(math::MulOp{}); return;
-    case BinaryOp::Div: f(math::DivOp{}); return;
-    case BinaryOp::Pow: f(math::PowOp{}); return;
-    case BinaryOp::Maximum: f(math::MaximumOp{}); return;
-    case BinaryOp::Minimum: f(math::MinimumOp{}); return;
-  }
-}
-
-template <class F>
-void with_compare_op(CompareOp op, F&& f) {
-  switch (op) {
-    case CompareOp::Eq: f(math::EqOp{}); return;
-    case CompareOp::Ne: f(math::NeOp{}); return;
-    case CompareOp::Lt: f(math::LtOp{}); return;
-    case CompareOp::Le: f(math::LeOp{}); return;
-    case CompareOp::Gt: f(math::GtOp{}); return;
-    case CompareOp::Ge: f(math::GeOp{}); return;
-  }
-}
-
-bool is_cheap(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Square; }
+bool is_cheap(UnaryOp op) { return math::unary_accepts_integers(op); }
 
 }  // namespace
 
@@ -131,7 +93,7 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_all(out.dtype(), "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    map_ternary<T, bool, T, T>(out, condition, a, b, [](bool c, T u, T v) { return c ? u : v; });
+    map_ternary<T, bool, T, T>(out, condition, a, b, [](bool c, T u, T v) { return math::select(c, u, v); });
   });
 }
 
@@ -139,13 +101,7 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
 void clamp(const Tensor& x, double min, double max, const Tensor& out) {
   dispatch_numeric(x.dtype(), "clamp", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const double lo = min, hi = max;
-    map_unary<T, T>(out, x, [lo, hi](T v) {
-      double d = static_cast<double>(v);
-      if (d < lo) return static_cast<T>(lo);
-      if (d > hi) return static_cast<T>(hi);
-      return v;
-    });
+    map_unary<T, T>(out, x, [min, max](T v) { return math::clamp_value(v, min, max); });
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "math/host_device.h"
+#include "math/unfused.h"
 
 namespace tapegrad::math {
 
@@ -49,6 +50,32 @@ TG_HD double normal_from(const Philox4& r) {
   double u2 = uniform_double(r.x[2], r.x[3]);
   double radius = sqrt(-2.0 * log(1.0 - u1));  // 1 - u1 is in (0, 1]: no log(0)
   return radius * cos(6.283185307179586 * u2);
+}
+
+// The transforms from one counter's words to an element's value, shared by the CPU and CUDA
+// kernels: element i of a draw uses philox4x32_10(offset + i, seed).
+
+// Uniform on [low, high). Rounding low + (high - low) * u can reach `high`; the interval stays
+// half-open by stepping one representable value down.
+TG_HD float uniform_f32(const Philox4& r, double low, double high) {
+  float v = static_cast<float>(mul_add_unfused(high - low, uniform_float(r.x[0]), low));
+  float top = static_cast<float>(high);
+  return v < top ? v : nextafterf(top, static_cast<float>(low));
+}
+TG_HD double uniform_f64(const Philox4& r, double low, double high) {
+  double v = mul_add_unfused(high - low, uniform_double(r.x[0], r.x[1]), low);
+  return v < high ? v : nextafter(high, low);
+}
+
+// Normal with the given mean and standard deviation, in double (convert to the output type after).
+TG_HD double normal_value(const Philox4& r, double mean, double std) {
+  return mul_add_unfused(std, normal_from(r), mean);
+}
+
+// Integer on [low, low + range) from 64 bits; the modulo bias is below range / 2^64.
+TG_HD int64_t randint_value(const Philox4& r, int64_t low, uint64_t range) {
+  uint64_t bits = (static_cast<uint64_t>(r.x[0]) << 32) | r.x[1];
+  return low + static_cast<int64_t>(bits % range);
 }
 
 }  // namespace tapegrad::math

@@ -1,0 +1,255 @@
+// tapegrad_compare: the named configurations trained by tapegrad and by LibTorch in one process,
+// from the same initial weights (a safetensors file both sides read) on the same data, alternating
+// between the two, on the same threads; prints ms per step, the ratio tapegrad/LibTorch and both
+// sides' losses, which must agree. Without LibTorch (or with --device cuda) it times tapegrad
+// alone and leaves the weights, data and results in --out for benchmarks/compare/pytorch_compare.py.
+#include <cmath>
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "common/step_timer.h"
+#include "compare_report.h"
+#include "models/named_configs.h"
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+#include "libtorch_side.h"
+#endif
+
+using namespace tapegrad;
+using namespace tapegrad::bench;
+
+namespace {
+
+constexpr int kPool = 8;  // batches per configuration; step i trains on batch i mod kPool
+
+struct Selection {
+  const NamedConfig* config;
+  int64_t batch;
+};
+
+// "all", or a comma-separated list of "name" (every batch of it) and "name:batch".
+std::vector<Selection> select(const std::string& spec) {
+  std::vector<Selection> out;
+  if (spec == "all") {
+    for (const NamedConfig& c : named_configs())
+      for (int64_t b : c.batch_sizes) out.push_back({&c, b});
+    return out;
+  }
+  std::stringstream list(spec);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    size_t colon = item.find(':');
+    const NamedConfig& c = named_config(item.substr(0, colon));
+    if (colon == std::string::npos) {
+      for (int64_t b : c.batch_sizes) out.push_back({&c, b});
+    } else {
+      out.push_back({&c, std::stoll(item.substr(colon + 1))});
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> shape_metadata(const NamedConfig& c, int64_t batch) {
+  const ModelShape& s = c.shape;
+  std::map<std::string, std::string> m = {{"config", c.name},
+                                          {"batch", std::to_string(batch)},
+                                          {"lr", std::to_string(c.lr)},
+                                          {"pool", std::to_string(kPool)},
+                                          {"num_classes", std::to_string(s.num_classes)}};
+  if (s.kind == ModelKind::Mlp) {
+    std::string sizes;
+    for (int64_t v : s.mlp_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
+    m["kind"] = "mlp", m["mlp_sizes"] = sizes;
+  } else {
+    m["kind"] = "lstm", m["input_size"] = std::to_string(s.input_size);
+    m["hidden_size"] = std::to_string(s.hidden_size), m["seq_len"] = std::to_string(s.seq_len);
+  }
+  return m;
+}
+
+// Writes <out>/<config>_b<batch>.weights.safetensors and .data.safetensors; returns the stem.
+std::string write_inputs(const std::string& out_dir, const NamedConfig& c, int64_t batch, uint64_t seed) {
+  const std::string stem = out_dir + "/" + c.name + "_b" + std::to_string(batch);
+  Generator init(seed), data(seed + 1);
+  auto model = build_model(c.shape, &init);
+  save_safetensors(stem + ".weights.safetensors", model->state_dict(), shape_metadata(c, batch));
+  StateDict tensors;
+  std::vector<Batch> batches = make_batches(c.shape, batch, kPool, &data);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    tensors.emplace_back("x." + std::to_string(i), batches[i].x);
+    tensors.emplace_back("y." + std::to_string(i), batches[i].y);
+  }
+  save_safetensors(stem + ".data.safetensors", tensors, shape_metadata(c, batch));
+  return stem;
+}
+
+std::vector<Batch> read_batches(const std::string& path) {
+  StateDict tensors = load_safetensors(path);
+  std::vector<Batch> batches(tensors.size() / 2);
+  for (auto& [name, t] : tensors) {
+    size_t index = std::stoul(name.substr(2));
+    TG_CHECK(index < batches.size(), "compare: unexpected tensor '", name, "' in ", path);
+    (name[0] == 'x' ? batches[index].x : batches[index].y) = t;
+  }
+  return batches;
+}
+
+// One side of the comparison: a step, a device synchronise, and the times of its blocks.
+struct Contender {
+  std::function<void()> step, sync;
+  std::vector<double> per_step_ms;
+};
+
+// Two warm-up steps each, then rounds of equal blocks in ABBA order, so that a slow spell of the
+// (shared) machine hits both sides alike. Returns the steps each side ran.
+int64_t alternate(std::vector<Contender*> sides, double budget_s, const std::function<void()>& after_first_step) {
+  double slowest = 0, fastest = 1e300;
+  for (Contender* s : sides) s->step();
+  for (Contender* s : sides) s->sync();
+  after_first_step();
+  for (Contender* s : sides) {
+    Stopwatch watch;
+    s->step();
+    s->sync();
+    slowest = std::max(slowest, watch.seconds()), fastest = std::min(fastest, watch.seconds());
+  }
+  const int block = std::max(1, static_cast<int>(std::ceil(2e-3 / std::max(fastest, 1e-7))));
+  int rounds = std::clamp(static_cast<int>(budget_s / (block * slowest)), 6, 100);
+  rounds += rounds % 2;
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < sides.size(); ++i) {
+      Contender* s = sides[(r % 4 == 1 || r % 4 == 2) ? sides.size() - 1 - i : i];
+      Stopwatch watch;
+      for (int k = 0; k < block; ++k) s->step();
+      s->sync();
+      s->per_step_ms.push_back(1e3 * watch.seconds() / block);
+    }
+  }
+  return 2 + static_cast<int64_t>(rounds) * block;
+}
+
+SideResult summarise(const Contender& c, double first_loss, double final_loss) {
+  SideResult r;
+  r.median_ms = median(c.per_step_ms);
+  r.min_ms = *std::min_element(c.per_step_ms.begin(), c.per_step_ms.end());
+  r.first_loss = first_loss, r.final_loss = final_loss;
+  return r;
+}
+
+// Trains one configuration on both sides from the files written for it; returns its row.
+CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool with_libtorch, double budget_s,
+                       const std::string& out_dir, uint64_t seed) {
+  const std::string stem = write_inputs(out_dir, c, batch, seed);
+  // Both sides start from what the files hold.
+  const StateDict weights = load_safetensors(stem + ".weights.safetensors");
+  const std::vector<Batch> batches = read_batches(stem + ".data.safetensors");
+
+  TrainingRun ours(c.shape, weights, batches, device, c.lr);
+  Tensor our_loss;
+  Contender tg{[&] { our_loss = ours.step(); }, [&] { ours.synchronize(); }, {}};
+  std::vector<Contender*> sides = {&tg};
+  double our_first = 0, their_first = 0;
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  std::unique_ptr<LibTorchRun> theirs;
+  Contender lt{[&] { theirs->step(); }, [] {}, {}};
+  if (with_libtorch) {
+    theirs = std::make_unique<LibTorchRun>(c.shape, weights, batches, c.lr);
+    sides.push_back(&lt);
+  }
+#else
+  (void)with_libtorch;
+#endif
+  CompareRow row;
+  row.config = c.name;
+  row.batch = batch;
+  row.steps = alternate(sides, budget_s, [&] {
+    our_first = our_loss.item();
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+    if (theirs) their_first = theirs->last_loss();
+#endif
+  });
+  row.tapegrad = summarise(tg, our_first, our_loss.item());
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  if (theirs) row.libtorch = summarise(lt, their_first, theirs->last_loss());
+#endif
+  (void)their_first;
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options cli("tapegrad_compare", "Times the named configurations in tapegrad and LibTorch, alternating.");
+  cli.add_options()("threads", "CPU threads for both sides (0: OpenMP's default)",
+                    cxxopts::value<int>()->default_value("0"))("configs", "all, or a list like mlp_seed,lstm_small:16",
+                                                               cxxopts::value<std::string>()->default_value("all"))(
+      "budget", "seconds of timed steps per side and configuration", cxxopts::value<double>()->default_value("3"))(
+      "device", "device of the tapegrad side (LibTorch runs on the CPU only)",
+      cxxopts::value<std::string>()->default_value("cpu"))("out", "folder for the weights, data and results.json",
+                                                           cxxopts::value<std::string>()->default_value("compare_out"))(
+      "seed", "seed of the initial weights (the data uses seed + 1)", cxxopts::value<uint64_t>()->default_value("0"))(
+      "no-libtorch", "time tapegrad alone")("h,help", "this help");
+  try {
+    cxxopts::ParseResult args = cli.parse(argc, argv);
+    if (args.count("help")) {
+      std::printf("%s\n", cli.help().c_str());
+      return 0;
+    }
+    const int threads = args["threads"].as<int>() > 0 ? args["threads"].as<int>() : get_num_threads();
+    set_num_threads(threads);
+    const Device device(args["device"].as<std::string>());
+    const std::string out_dir = args["out"].as<std::string>();
+    std::filesystem::create_directories(out_dir);
+
+    CompareReport report;
+    report.device = device.str();
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+    const bool with_libtorch = device.is_cpu() && !args.count("no-libtorch");
+    if (with_libtorch) {
+      libtorch_set_threads(threads);
+      LibTorchInfo info = libtorch_info();
+      report.libtorch = "LibTorch " + info.version + ", " + info.blas + "; " + info.parallel_info;
+    } else {
+      report.libtorch =
+          "not run (" + std::string(device.is_cpu() ? "--no-libtorch" : "LibTorch here is CPU-only") + ")";
+    }
+#else
+    const bool with_libtorch = false;
+    report.libtorch = "not built: CMake found no LibTorch (install libtorch-dev, or run tools/run_compare.sh)";
+#endif
+    report.system = system_info();
+    std::printf("tapegrad_compare on %s\n%s", device.str().c_str(), describe(report.system).c_str());
+    std::printf("libtorch: %s\n\n", report.libtorch.c_str());
+    std::fflush(stdout);
+
+    for (const Selection& sel : select(args["configs"].as<std::string>())) {
+      try {
+        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_libtorch, args["budget"].as<double>(),
+                                          out_dir, args["seed"].as<uint64_t>()));
+        std::printf("  %-12s batch %5lld: %lld steps on each side\n", sel.config->name.c_str(),
+                    static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps));
+      } catch (const std::exception& e) {  // e.g. a kernel the CUDA backend does not have yet
+        std::printf("  %-12s batch %5lld: failed: %s\n", sel.config->name.c_str(), static_cast<long long>(sel.batch),
+                    e.what());
+      }
+      std::fflush(stdout);
+    }
+
+    std::printf("\n%s", format_table(report).c_str());
+    std::printf(
+        "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt below 1: "
+        "tapegrad is faster.\nloss1/lossN: loss at the first and the last (N-th) step, same weights and data "
+        "on both sides; 'agree' within %.0e relative.\n",
+        kLossTolerance);
+    write_json(report, out_dir + "/results.json");
+    std::printf("wrote %s/results.json (and the weights and data each configuration started from)\n", out_dir.c_str());
+    bool mismatch = false;
+    for (const CompareRow& r : report.rows) mismatch |= r.loss_rel_diff() > kLossTolerance;
+    return mismatch ? 2 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tapegrad_compare: %s\n", e.what());
+    return 1;
+  }
+}

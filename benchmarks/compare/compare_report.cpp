@@ -1,0 +1,84 @@
+// Table and JSON output of the framework comparison.
+#include "compare_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tapegrad/core/error.h"
+
+namespace tapegrad::bench {
+
+std::optional<double> CompareRow::ratio() const {
+  if (!libtorch || libtorch->median_ms <= 0) return std::nullopt;
+  return tapegrad.median_ms / libtorch->median_ms;
+}
+
+double CompareRow::loss_rel_diff() const {
+  if (!libtorch) return 0;
+  auto rel = [](double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); };
+  return std::max(rel(tapegrad.first_loss, libtorch->first_loss), rel(tapegrad.final_loss, libtorch->final_loss));
+}
+
+std::string format_table(const CompareReport& report) {
+  std::ostringstream out;
+  char line[320];
+  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %8s %10s %10s %10s %10s %6s  %s\n", "config", "batch",
+                "tapegrad ms", "libtorch ms", "tg/lt", "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N", "losses");
+  out << line;
+  for (const CompareRow& r : report.rows) {
+    char lt_ms[32] = "-", ratio[32] = "-", l1[32] = "-", ln[32] = "-";
+    const char* agree = "-";
+    if (r.libtorch) {
+      std::snprintf(lt_ms, sizeof lt_ms, "%.3f", r.libtorch->median_ms);
+      std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
+      std::snprintf(l1, sizeof l1, "%.6f", r.libtorch->first_loss);
+      std::snprintf(ln, sizeof ln, "%.6f", r.libtorch->final_loss);
+      agree = r.loss_rel_diff() <= kLossTolerance ? "agree" : "MISMATCH";
+    }
+    std::snprintf(line, sizeof line, "%-12s %6lld %12.3f %12s %8s %10.6f %10s %10.6f %10s %6lld  %s\n",
+                  r.config.c_str(), static_cast<long long>(r.batch), r.tapegrad.median_ms, lt_ms, ratio,
+                  r.tapegrad.first_loss, l1, r.tapegrad.final_loss, ln, static_cast<long long>(r.steps), agree);
+    out << line;
+  }
+  return out.str();
+}
+
+void write_json(const CompareReport& report, const std::string& path) {
+  using nlohmann::json;
+  json doc;
+  doc["system"] = {{"cpu", report.system.cpu_model},   {"logical_cpus", report.system.logical_cpus},
+                   {"blas", report.system.blas},       {"mapped_blas", report.system.loaded_blas},
+                   {"threads", report.system.threads}, {"omp_env", report.system.omp_env}};
+  doc["device"] = report.device;
+  doc["libtorch"] = report.libtorch;
+  doc["timing"] =
+      "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
+      "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
+  for (const CompareRow& r : report.rows) {
+    json row = {{"config", r.config},
+                {"batch", r.batch},
+                {"steps", r.steps},
+                {"tapegrad_ms", r.tapegrad.median_ms},
+                {"tapegrad_min_ms", r.tapegrad.min_ms},
+                {"tapegrad_first_loss", r.tapegrad.first_loss},
+                {"tapegrad_final_loss", r.tapegrad.final_loss}};
+    if (r.libtorch) {
+      row["libtorch_ms"] = r.libtorch->median_ms;
+      row["libtorch_min_ms"] = r.libtorch->min_ms;
+      row["libtorch_first_loss"] = r.libtorch->first_loss;
+      row["libtorch_final_loss"] = r.libtorch->final_loss;
+      row["ratio_tapegrad_over_libtorch"] = *r.ratio();
+      row["loss_rel_diff"] = r.loss_rel_diff();
+    }
+    doc["rows"].push_back(row);
+  }
+  std::ofstream out(path);
+  TG_CHECK(out.good(), "compare: cannot write ", path);
+  out << doc.dump(2) << "\n";
+}
+
+}  // namespace tapegrad::bench

@@ -1,0 +1,133 @@
+// LibTorch versions of the named configurations (the only file that includes torch headers).
+#include "libtorch_side.h"
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <sstream>
+
+namespace tapegrad::bench {
+
+namespace {
+
+// LSTM over a time-major sequence, then a linear head on the last hidden state; children "lstm"
+// and "fc" like the tapegrad model.
+struct LstmClassifierImpl : torch::nn::Module {
+  LstmClassifierImpl(const ModelShape& shape)
+      : lstm(register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(shape.input_size, shape.hidden_size)))),
+        fc(register_module("fc", torch::nn::Linear(shape.hidden_size, shape.num_classes))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto out = lstm->forward(x);
+    return fc->forward(std::get<0>(std::get<1>(out))[0]);
+  }
+  torch::nn::LSTM lstm;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(LstmClassifier);
+
+// Copies a tapegrad CPU tensor into a new LibTorch tensor of the same shape and dtype.
+torch::Tensor to_torch(const Tensor& t) {
+  Tensor src = t.cpu().contiguous();
+  std::vector<int64_t> sizes(src.sizes().begin(), src.sizes().end());
+  TG_CHECK(src.dtype() == kFloat32 || src.dtype() == kInt64, "compare: unexpected dtype ", src.dtype());
+  auto dtype = src.dtype() == kFloat32 ? torch::kFloat32 : torch::kInt64;
+  return torch::from_blob(src.data_ptr(), sizes, dtype).clone();
+}
+
+// The lines of at::get_parallel_info() that say how LibTorch runs its threads, joined into one.
+std::string parallel_summary(const std::string& info) {
+  std::istringstream lines(info);
+  std::string line, out;
+  while (std::getline(lines, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos) continue;
+    line = line.substr(start);
+    if (line.find("get_num") != std::string::npos || line.find("backend") != std::string::npos ||
+        line.rfind("OpenMP", 0) == 0 || line.find("MKL-DNN") != std::string::npos)
+      out += (out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
+}  // namespace
+
+LibTorchInfo libtorch_info() {
+  LibTorchInfo info;
+  info.version = TORCH_VERSION;
+  info.parallel_info = parallel_summary(at::get_parallel_info());
+  std::istringstream config(at::show_config());
+  std::string line;
+  while (std::getline(config, line)) {
+    size_t at = line.find("BLAS_INFO=");
+    if (at != std::string::npos) info.blas = line.substr(at, line.find(',', at) - at);
+  }
+  return info;
+}
+
+void libtorch_set_threads(int threads) {
+  at::set_num_interop_threads(threads);
+  at::set_num_threads(threads);
+}
+
+struct LibTorchRun::Impl {
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  std::shared_ptr<torch::nn::Module> module;
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  std::vector<torch::Tensor> xs, ys;
+  torch::Tensor loss;
+  size_t steps = 0;
+};
+
+LibTorchRun::LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches,
+                         double lr)
+    : impl_(std::make_unique<Impl>()) {
+  if (shape.kind == ModelKind::Lstm) {
+    LstmClassifier model(shape);
+    impl_->module = model.ptr();
+    impl_->forward = [model](const torch::Tensor& x) mutable { return model->forward(x); };
+  } else {
+    torch::nn::Sequential model;
+    for (size_t i = 0; i + 1 < shape.mlp_sizes.size(); ++i) {
+      if (i > 0) model->push_back(torch::nn::ReLU());
+      model->push_back(torch::nn::Linear(shape.mlp_sizes[i], shape.mlp_sizes[i + 1]));
+    }
+    impl_->module = model.ptr();
+    impl_->forward = [model](const torch::Tensor& x) mutable { return model->forward(x); };
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : impl_->module->named_parameters()) {
+      const Tensor* source = nullptr;
+      for (const auto& [name, tensor] : weights)
+        if (name == item.key()) source = &tensor;
+      TG_CHECK(source, "compare: the weights have no '", item.key(), "' for the LibTorch model");
+      torch::Tensor value = to_torch(*source);
+      TG_CHECK(value.sizes() == item.value().sizes(), "compare: '", item.key(), "' has the wrong shape");
+      item.value().copy_(value);
+    }
+  }
+  for (const Batch& b : batches) {
+    impl_->xs.push_back(to_torch(b.x));
+    impl_->ys.push_back(to_torch(b.y));
+  }
+  impl_->optimizer = std::make_unique<torch::optim::Adam>(impl_->module->parameters(), torch::optim::AdamOptions(lr));
+}
+
+LibTorchRun::~LibTorchRun() = default;
+
+void LibTorchRun::step() {
+  Impl& s = *impl_;
+  size_t i = s.steps % s.xs.size();
+  s.loss = torch::nn::functional::cross_entropy(s.forward(s.xs[i]), s.ys[i]);
+  // Gradients to none, as tapegrad's zero_grad does (LibTorch 1.13's zero_grad() zeroes them).
+  for (auto& p : s.module->parameters()) p.mutable_grad() = torch::Tensor();
+  s.loss.backward();
+  s.optimizer->step();
+  ++s.steps;
+}
+
+double LibTorchRun::last_loss() const {
+  return impl_->loss.defined() ? impl_->loss.item<double>() : 0.0;
+}
+
+}  // namespace tapegrad::bench

@@ -1,0 +1,39 @@
+// The LibTorch side of the comparison, behind an interface free of torch headers so that only
+// libtorch_side.cpp pays their compile time. The models are built to match models/named_configs.h
+// layer for layer, with the same parameter names, so a tapegrad state dict loads into them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/named_configs.h"
+
+namespace tapegrad::bench {
+
+struct LibTorchInfo {
+  std::string version;        // "1.13.0"
+  std::string parallel_info;  // at::get_parallel_info(), condensed to one line
+  std::string blas;           // the BLAS line of at::show_config()
+};
+LibTorchInfo libtorch_info();
+
+// Intra-op and inter-op threads; call once, before any LibTorch work.
+void libtorch_set_threads(int threads);
+
+// A LibTorch model, its torch::optim::Adam and a pool of batches on the CPU; mirrors TrainingRun.
+class LibTorchRun {
+ public:
+  // Throws tapegrad::Error when `weights` lacks a parameter of the model or has the wrong shape.
+  LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches, double lr);
+  ~LibTorchRun();
+  // Forward, cross-entropy, gradients set to none, backward, Adam step: the same order as tapegrad's.
+  void step();
+  double last_loss() const;  // of the latest step
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tapegrad::bench

@@ -1,0 +1,33 @@
+// Whole training steps of the named configurations (forward, cross-entropy, backward, Adam step;
+// data already on the device) at each of their batch sizes, on the CPU and, where present, CUDA.
+// Counters: examples/s, and FLOP/s of the GEMMs alone (a floor on the work done).
+#include "device_timing.h"
+#include "models/named_configs.h"
+
+using namespace tapegrad;
+using namespace tapegrad::bench;
+
+int main(int argc, char** argv) {
+  for (Device device : benchmark_devices()) {
+    for (const NamedConfig& c : named_configs()) {
+      for (int64_t batch : c.batch_sizes) {
+        register_on("train_step/" + c.name + "/b" + std::to_string(batch), device,
+                    [&c, batch](benchmark::State& state, Device dev) {
+                      TrainingRun run(c.shape, batch, dev, /*seed=*/0, c.lr);
+                      run.step();  // the first step allocates the optimiser state
+                      time_loop(
+                          state, dev, [&] { run.step(); }, 3, GpuClock::SynchronizedWallClock);
+                      state.SetItemsProcessed(state.iterations() * batch);
+                      set_flops(state, c.shape.gemm_flops_per_example() * static_cast<double>(batch));
+                    });
+      }
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("tapegrad_threads", std::to_string(get_num_threads()));
+  benchmark::AddCustomContext("cuda", cuda::is_available() ? "available" : "no GPU found");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,95 @@
+// The named model configurations every benchmark uses (Google Benchmark suites, the GPU-vs-CPU
+// sweep, the LibTorch/PyTorch comparison), so that "lstm_small at batch 16" means one thing
+// everywhere. Each model is built with PyTorch's parameter names so a safetensors file of its
+// weights loads unchanged on the PyTorch side.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tapegrad/tapegrad.h"
+
+namespace tapegrad::bench {
+
+enum class ModelKind { Mlp, Lstm };
+
+// The shape of one model. MLP: Linear(in, h1)-ReLU-...-Linear(hk, classes). LSTM: one LSTM layer
+// over a time-major sequence [T, B, I], then Linear(H, classes) on the last hidden state.
+struct ModelShape {
+  ModelKind kind = ModelKind::Mlp;
+  std::vector<int64_t> mlp_sizes;                        // MLP: in, hidden..., classes
+  int64_t input_size = 0, hidden_size = 0, seq_len = 0;  // LSTM
+  int64_t num_classes = 10;
+
+  static ModelShape mlp(std::vector<int64_t> sizes);
+  static ModelShape lstm(int64_t input_size, int64_t hidden_size, int64_t seq_len, int64_t num_classes = 10);
+  // "mlp 1000-512-10" or "lstm I=32 H=128 T=50".
+  std::string describe() const;
+  // Multiply-adds x 2 of one training step (forward + both backward GEMMs) per example; the
+  // elementwise work is left out, so it is a floor on the real count.
+  double gemm_flops_per_example() const;
+};
+
+// A named configuration: one model, the batch sizes it is benchmarked at (the first is the
+// headline one), and its optimiser (Adam) learning rate.
+struct NamedConfig {
+  std::string name;
+  std::string summary;  // one line for tables
+  ModelShape shape;
+  std::vector<int64_t> batch_sizes;
+  double lr = 1e-3;
+};
+
+// mlp_seed, mlp_fashion, lstm_row, lstm_small, lstm_large, in that order.
+const std::vector<NamedConfig>& named_configs();
+// Throws tapegrad::Error naming the known configurations when `name` is not one of them.
+const NamedConfig& named_config(const std::string& name);
+
+// The model of `shape` on the CPU, initialised from `generator` (PyTorch's default init).
+// MLP: a Sequential with children "0", "1", ... (so "0.weight"); LSTM: children "lstm" and "fc".
+std::shared_ptr<nn::UnaryModule> build_model(const ModelShape& shape, Generator* generator = nullptr);
+
+// Inputs: MLP [B, in] float32, LSTM [T, B, I] float32; targets int64 [B] in [0, classes).
+Shape input_shape(const ModelShape& shape, int64_t batch);
+struct Batch {
+  Tensor x, y;
+};
+// `count` random batches on the CPU (standard normal inputs, uniform labels) from `generator`.
+std::vector<Batch> make_batches(const ModelShape& shape, int64_t batch, int count, Generator* generator = nullptr);
+
+// One model, its Adam optimiser and a pool of batches on one device: the unit every benchmark
+// times. A step is forward + cross-entropy + zero_grad + backward + Adam step, on data already on
+// the device; batch i of the pool is used at step i (mod pool size).
+class TrainingRun {
+ public:
+  // Builds the model from `seed` (or loads `weights` when given, a state dict with the model's
+  // names) and `pool` batches from `seed + 1`, then moves everything to `device`.
+  TrainingRun(const ModelShape& shape, int64_t batch, Device device, uint64_t seed = 0, double lr = 1e-3, int pool = 8,
+              const StateDict* weights = nullptr);
+  // The model loaded from `weights` and trained on `batches` (CPU tensors, copied to `device`).
+  TrainingRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches, Device device,
+              double lr = 1e-3);
+  // Runs one training step and returns its loss (a device scalar; reading it synchronises).
+  Tensor step();
+  // Blocks until every step issued so far has finished on the device (a no-op cost on the CPU).
+  void synchronize() const;
+
+  nn::UnaryModule& model() { return *model_; }
+  const std::vector<Batch>& batches() const { return batches_; }  // on the device
+  int64_t steps_done() const { return steps_; }
+  Device device() const { return device_; }
+
+ private:
+  std::shared_ptr<nn::UnaryModule> model_;
+  std::unique_ptr<optim::Adam> optimizer_;
+  std::vector<Batch> batches_;
+  Device device_;
+  int64_t steps_ = 0;
+};
+
+// Waits for all work queued on `device` (every stream of that GPU); returns at once on the CPU.
+void synchronize(Device device);
+
+}  // namespace tapegrad::bench

@@ -1,0 +1,48 @@
+// Binary arithmetic and comparisons on CUDA, with the formulas of math/binary.h. Operands arrive
+// broadcast to out's shape and share one dtype; `out` may alias `a` (in-place ops). f16 and bf16
+// compute in float; integers use the integer formulas the CPU uses (exact integer pow).
+#include "dispatch.h"
+#include "math/op_switch.h"
+#include "pointwise_kernels.h"
+#include "pointwise_loop.cuh"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+template <class Op, class T>
+struct BinaryFn {
+  __device__ T operator()(T a, T b) const {
+    return convert<T>(Op::apply(static_cast<Acc<T>>(a), static_cast<Acc<T>>(b)));
+  }
+};
+
+template <class Op, class T>
+struct CompareFn {
+  __device__ bool operator()(T a, T b) const { return Op::apply(static_cast<Acc<T>>(a), static_cast<Acc<T>>(b)); }
+};
+
+}  // namespace
+
+// Overwrites out (which may alias a).
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const char* name = backend::binary_op_name(op);
+  dispatch_numeric(out.dtype(), name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_binary_op(op, [&](auto formula) {
+      launch_pointwise<T, T, T>(name, BinaryFn<decltype(formula), T>{}, out, a, b);
+    });
+  });
+}
+
+// Overwrites the bool out; a and b share any dtype, bool included.
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_all(a.dtype(), "compare", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_compare_op(op, [&](auto formula) {
+      launch_pointwise<bool, T, T>("compare", CompareFn<decltype(formula), T>{}, out, a, b);
+    });
+  });
+}
+
+}  // namespace tapegrad::cuda_backend

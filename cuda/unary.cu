@@ -1,0 +1,55 @@
+// Unary ops and their backward on CUDA, with the formulas of math/unary.h. f32 and f64 compute in
+// their own precision, f16 and bf16 in float; Neg, Abs, Relu and Square also run on integers (as on
+// the CPU).
+#include "dispatch.h"
+#include "math/op_switch.h"
+#include "pointwise_kernels.h"
+#include "pointwise_loop.cuh"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+template <class Op, class T>
+struct UnaryForwardFn {
+  __device__ T operator()(T x) const { return convert<T>(Op::forward(static_cast<Acc<T>>(x))); }
+};
+
+template <class Op, class T>
+struct UnaryBackwardFn {
+  __device__ T operator()(T g, T x, T y) const {
+    using A = Acc<T>;
+    return convert<T>(Op::backward(static_cast<A>(g), static_cast<A>(x), static_cast<A>(y)));
+  }
+};
+
+}  // namespace
+
+// Overwrites out.
+void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+  const char* name = backend::unary_op_name(op);
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_unary_op(op, [&](auto formula) {
+      launch_pointwise<T, T>(name, UnaryForwardFn<decltype(formula), T>{}, out, x);
+    });
+  };
+  if (math::unary_accepts_integers(op)) {
+    dispatch_numeric(x.dtype(), name, run);
+  } else {
+    dispatch_floating_and_half(x.dtype(), name, run);
+  }
+}
+
+// Overwrites grad_x with grad * f'(x); grad, x and y share grad_x's dtype and shape.
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& grad_x) {
+  const char* name = backend::unary_op_name(op);
+  dispatch_floating_and_half(x.dtype(), name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_unary_op(op, [&](auto formula) {
+      launch_pointwise<T, T, T, T>(name, UnaryBackwardFn<decltype(formula), T>{}, grad_x, grad, x, y);
+    });
+  });
+}
+
+}  // namespace tapegrad::cuda_backend
