@@ -16,6 +16,7 @@
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
+#include "tapegrad/cuda/device.h"
 #include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cuda_backend {
@@ -166,11 +167,13 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, d
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
   TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2);
+  cuda::DeviceGuard guard(out.device());  // the handle, workspace and stream are the tensors' device's
   matmul_into(a, b, out, alpha, beta, "mm");
 }
 
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
   TG_ASSERT(a.dim() == 3 && b.dim() == 3 && out.dim() == 3);
+  cuda::DeviceGuard guard(out.device());
   matmul_into(a, b, out, alpha, beta, "bmm");
 }
 

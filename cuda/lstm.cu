@@ -6,6 +6,7 @@
 #include "dispatch.h"
 #include "launch.h"
 #include "math/lstm.h"
+#include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -87,6 +88,7 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
   check_cell_tensors(op, {&gates, &h_prev, &c_prev, &h_new, &c_new}, lengths);
   const int64_t batch = c_prev.size(0), hidden = c_prev.size(1), n = batch * hidden;
   if (n == 0) return;
+  cuda::DeviceGuard guard(gates.device());
   dispatch_floating_and_half(gates.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     lstm_cell_forward_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
@@ -103,6 +105,7 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
   check_cell_tensors(op, {&gates, &c_prev, &c_new, &dh, &dc, &dgates}, lengths);
   const int64_t batch = c_prev.size(0), hidden = c_prev.size(1), n = batch * hidden;
   if (n == 0) return;
+  cuda::DeviceGuard guard(gates.device());
   dispatch_floating_and_half(gates.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     lstm_cell_backward_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(

@@ -2,13 +2,16 @@
 // multi-tensor forms (sgd_step_many, adam_step_many) that update a whole model in a few launches
 // (see multi_tensor_apply.cuh). The per-element update is src/math/optim.h, the CPU's; 16-bit
 // parameters and their state are computed in f32 and stored back in their own dtype.
+#include <array>
 #include <map>
+#include <utility>
 
 #include "cuda_kernels.h"
 #include "dispatch.h"
 #include "launch.h"
 #include "math/optim.h"
 #include "multi_tensor_apply.cuh"
+#include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -76,6 +79,7 @@ __global__ void adam_many_kernel(TensorListMetadata<5> meta, math::AdamHyper h) 
 // when the hyperparameters use it; anything else is our bug.
 void check_state(const char* op, const Tensor& param, std::initializer_list<const Tensor*> state) {
   TG_ASSERT(param.is_contiguous(), op, ": parameter not contiguous");
+  TG_ASSERT(param.device().is_cuda(), op, ": parameter not on a cuda device");
   for (const Tensor* t : state) {
     if (!t->defined()) continue;
     TG_ASSERT(t->is_contiguous() && t->dtype() == param.dtype() && t->numel() == param.numel(), op,
@@ -93,6 +97,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   TG_ASSERT(hyper.momentum == 0 || momentum_buffer.defined(), op, ": momentum without a buffer");
   const int64_t n = param.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(param.device());
   dispatch_floating_and_half(param.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     sgd_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
@@ -109,6 +114,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   TG_ASSERT(!hyper.amsgrad || max_exp_avg_sq.defined(), op, ": amsgrad without max_exp_avg_sq");
   const int64_t n = param.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(param.device());
   dispatch_floating_and_half(param.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     adam_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
@@ -119,12 +125,16 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   });
 }
 
-// The kernels are typed, so a list that mixes dtypes runs as one multi-tensor pass per dtype.
+// The kernels are typed and launch on one device, so a list that mixes dtypes or devices runs as
+// one multi-tensor pass per (device, dtype). The optimisers already group that way.
+using GroupKey = std::pair<int, DType>;
+
 template <int Depth, class Entry, class Addresses>
-std::map<DType, std::vector<TensorGroup<Depth>>> groups_by_dtype(const std::vector<Entry>& entries,
-                                                                 const Addresses& addresses) {
-  std::map<DType, std::vector<TensorGroup<Depth>>> groups;
-  for (const Entry& e : entries) groups[e.param.dtype()].push_back({addresses(e), e.param.numel()});
+std::map<GroupKey, std::vector<TensorGroup<Depth>>> groups_by_device_and_dtype(const std::vector<Entry>& entries,
+                                                                               const Addresses& addresses) {
+  std::map<GroupKey, std::vector<TensorGroup<Depth>>> groups;
+  for (const Entry& e : entries)
+    groups[{e.param.device().index(), e.param.dtype()}].push_back({addresses(e), e.param.numel()});
   return groups;
 }
 
@@ -134,12 +144,13 @@ void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::S
     check_state(op, e.param, {&e.grad, &e.momentum_buffer});
     TG_ASSERT(hyper.momentum == 0 || e.momentum_buffer.defined(), op, ": momentum without a buffer");
   }
-  auto groups = groups_by_dtype<3>(params, [&](const backend::SgdTensors& e) {
+  auto groups = groups_by_device_and_dtype<3>(params, [&](const backend::SgdTensors& e) {
     return std::array<void*, 3>{e.param.data_ptr(), e.grad.data_ptr(),
                                 hyper.momentum != 0 ? address_of(e.momentum_buffer) : nullptr};
   });
   for (const auto& group : groups) {
-    dispatch_floating_and_half(group.first, op, [&](auto tag) {
+    cuda::DeviceGuard guard(group.first.first);
+    dispatch_floating_and_half(group.first.second, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       multi_tensor_apply<3>(group.second, [&](const TensorListMetadata<3>& meta, int blocks) {
         sgd_many_kernel<T><<<blocks, kMultiTensorThreads, 0, current_stream()>>>(meta, hyper);
@@ -155,12 +166,13 @@ void adam_step_many(const std::vector<backend::AdamTensors>& params, const math:
     check_state(op, e.param, {&e.grad, &e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq});
     TG_ASSERT(!hyper.amsgrad || e.max_exp_avg_sq.defined(), op, ": amsgrad without max_exp_avg_sq");
   }
-  auto groups = groups_by_dtype<5>(params, [&](const backend::AdamTensors& e) {
+  auto groups = groups_by_device_and_dtype<5>(params, [&](const backend::AdamTensors& e) {
     return std::array<void*, 5>{e.param.data_ptr(), e.grad.data_ptr(), e.exp_avg.data_ptr(), e.exp_avg_sq.data_ptr(),
                                 hyper.amsgrad ? address_of(e.max_exp_avg_sq) : nullptr};
   });
   for (const auto& group : groups) {
-    dispatch_floating_and_half(group.first, op, [&](auto tag) {
+    cuda::DeviceGuard guard(group.first.first);
+    dispatch_floating_and_half(group.first.second, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       multi_tensor_apply<5>(group.second, [&](const TensorListMetadata<5>& meta, int blocks) {
         adam_many_kernel<T><<<blocks, kMultiTensorThreads, 0, current_stream()>>>(meta, hyper);
