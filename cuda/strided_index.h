@@ -42,7 +42,7 @@ inline StridedIndex make_strided_index(const Tensor& t) {
       continue;
     }
     TG_CHECK(index.ndim < kMaxIndexDims, "cuda kernels support tensors of at most ", kMaxIndexDims,
-             " non-mergeable dims, got shape ", sizes);
+             " non-mergeable dims, got shape ", shape_str(sizes));
     index.sizes[index.ndim] = sizes[d];
     index.strides[index.ndim] = strides[d];
     ++index.ndim;

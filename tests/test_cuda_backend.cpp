@@ -1,5 +1,7 @@
 // The CUDA backend as far as it exists: device queries everywhere, and memory, copies and fill
 // on a GPU. The GPU cases skip (and ctest counts them as skipped) where no GPU is present.
+#include "backend/cudnn_lstm.h"
+#include "backend/kernel_table.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -45,10 +47,61 @@ TEST(CudaBackend, DeviceCopyAndClone) {
   EXPECT_EQ(b.cpu().tolist<float>(), a.cpu().tolist<float>());
 }
 
-TEST(CudaBackend, MissingKernelIsAnError) {
+// Every slot of a backend's table, so a new slot cannot be forgotten by one backend silently.
+std::vector<std::pair<const char*, bool>> filled_slots(const backend::KernelTable& t) {
+  return {{"allocator", t.allocator != nullptr},
+          {"copy", t.copy != nullptr},
+          {"copy_from_cpu", t.copy_from_cpu != nullptr},
+          {"copy_to_cpu", t.copy_to_cpu != nullptr},
+          {"fill", t.fill != nullptr},
+          {"arange", t.arange != nullptr},
+          {"uniform", t.uniform != nullptr},
+          {"normal", t.normal != nullptr},
+          {"randint", t.randint != nullptr},
+          {"unary", t.unary != nullptr},
+          {"unary_backward", t.unary_backward != nullptr},
+          {"binary", t.binary != nullptr},
+          {"compare", t.compare != nullptr},
+          {"where", t.where != nullptr},
+          {"clamp", t.clamp != nullptr},
+          {"reduce", t.reduce != nullptr},
+          {"reduce_with_index", t.reduce_with_index != nullptr},
+          {"gemm", t.gemm != nullptr},
+          {"bmm", t.bmm != nullptr},
+          {"softmax", t.softmax != nullptr},
+          {"softmax_backward", t.softmax_backward != nullptr},
+          {"cross_entropy", t.cross_entropy != nullptr},
+          {"cross_entropy_backward", t.cross_entropy_backward != nullptr},
+          {"index_select", t.index_select != nullptr},
+          {"index_add", t.index_add != nullptr},
+          {"gather", t.gather != nullptr},
+          {"scatter_add", t.scatter_add != nullptr},
+          {"lstm_cell_forward", t.lstm_cell_forward != nullptr},
+          {"lstm_cell_backward", t.lstm_cell_backward != nullptr},
+          {"sgd_step", t.sgd_step != nullptr},
+          {"adam_step", t.adam_step != nullptr},
+          {"sgd_step_many", t.sgd_step_many != nullptr},
+          {"adam_step_many", t.adam_step_many != nullptr}};
+}
+
+TEST(KernelTables, CpuFillsEverySlot) {
+  for (auto [slot, filled] : filled_slots(backend::kernels(DeviceKind::CPU))) {
+    const std::string name = slot;
+    if (name == "copy_from_cpu" || name == "copy_to_cpu") continue;  // the CPU's own copy covers these
+    EXPECT_TRUE(filled) << slot;
+  }
+}
+
+TEST(KernelTables, CudaFillsEverySlotWhereAGpuIsPresent) {
   SKIP_WITHOUT_GPU();
-  Tensor a = ones({4}, kCUDA);
-  expect_error([&] { softmax(a, 0); }, {"no cuda kernel for softmax"});
+  const backend::KernelTable& t = backend::kernels(DeviceKind::CUDA);
+  for (auto [slot, filled] : filled_slots(t)) EXPECT_TRUE(filled) << slot;
+  EXPECT_NE(t.cudnn_lstm, nullptr);
+}
+
+TEST(KernelTables, AnEmptySlotIsAnErrorNamingKernelAndDevice) {
+  // cuDNN's LSTM exists only on CUDA: the CPU slot is empty by design.
+  expect_error([] { (void)TG_KERNEL(kCPU, cudnn_lstm); }, {"no cpu kernel for cudnn_lstm"});
 }
 
 }  // namespace

@@ -927,5 +927,12 @@ TEST_F(Runtime, SetNumThreadsIsProcessWide) {
   }
 }
 
+TEST(EmptyTensors, AreContiguousAndRandomFillsAccept) {
+  EXPECT_TRUE(zeros({0, 5}).is_contiguous());
+  EXPECT_EQ(randn({0, 5}).numel(), 0);
+  EXPECT_EQ(rand({4, 0}).numel(), 0);
+  EXPECT_TRUE(zeros({3, 0}).t().is_contiguous());
+}
+
 }  // namespace
 }  // namespace tapegrad

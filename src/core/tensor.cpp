@@ -28,6 +28,7 @@ int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim("stride", 
 bool Tensor::is_contiguous() const {
   const Shape& sz = sizes();
   const Shape& st = strides();
+  if (shape_numel(sz) == 0) return true;  // no element to be out of place (as PyTorch)
   int64_t expected = 1;
   for (size_t i = sz.size(); i-- > 0;) {
     if (sz[i] == 1) continue;
