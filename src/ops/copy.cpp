@@ -18,9 +18,13 @@ void copy_any(const Tensor& src, const Tensor& dst) {
     return;
   }
   if (src.device().is_cpu()) {
-    // Convert on the host, then one contiguous transfer.
-    Tensor staged = empty_tensor(src.sizes(), dst.dtype(), kCPU);
-    TG_KERNEL(kCPU, copy)(src, staged);
+    // Convert on the host, then one contiguous transfer. A source that needs no conversion goes
+    // as it is, so a pinned one keeps its asynchronous copy.
+    Tensor staged = src;
+    if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
+      staged = empty_tensor(src.sizes(), dst.dtype(), kCPU);
+      TG_KERNEL(kCPU, copy)(src, staged);
+    }
     if (dst.is_contiguous()) {
       TG_KERNEL(dst.device(), copy_from_cpu)(staged, dst);
     } else {
