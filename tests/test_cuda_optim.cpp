@@ -120,7 +120,9 @@ TEST(CudaOptim, ParameterLargerThanOneLaunch) {
 }
 
 // 16-bit parameters and state are updated in f32 and rounded on store; the CPU runs f32 from the
-// same rounded start, so the difference is a few roundings of the parameter.
+// same rounded start, so the difference is a few roundings of the parameter. Adam runs in bf16
+// only: in f16 the second moment of small gradients (1e-3 g^2) underflows, as it does in PyTorch,
+// and the update is then meaningless to compare.
 TEST(CudaOptim, SixteenBitParameters) {
   SKIP_WITHOUT_GPU();
   std::vector<Shape> shapes{{33, 7}, {1}, {0}, {70000}};
@@ -128,9 +130,8 @@ TEST(CudaOptim, SixteenBitParameters) {
     const double tol = dtype == kFloat16 ? 4e-3 : 3e-2;
     expect_gpu_matches_cpu(shapes, sgd(optim::SGDOptions(0.05).momentum(0.9)), dtype, kFloat32, tol, tol,
                            std::string("sgd ") + dtype_name(dtype));
-    expect_gpu_matches_cpu(shapes, adam(optim::AdamOptions(1e-2), true), dtype, kFloat32, tol, tol,
-                           std::string("adamw ") + dtype_name(dtype));
   }
+  expect_gpu_matches_cpu(shapes, adam(optim::AdamOptions(1e-2), true), kBFloat16, kFloat32, 3e-2, 3e-2, "adamw bf16");
 }
 
 // Parameters whose gradients skip a step have different step counts, so they form their own
