@@ -1,7 +1,7 @@
 // Machine description for benchmark reports.
 #include "system_info.h"
 
-#include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -55,8 +55,8 @@ std::string mapped_blas_libraries() {
 SystemInfo system_info() {
   SystemInfo info;
   info.cpu_model = read_cpu_model();
-  cpu_set_t set;
-  info.logical_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  // Online CPUs, not this thread's affinity: with OMP_PROC_BIND the main thread is bound to one.
+  info.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   info.blas = std::string("OpenBLAS ") + openblas_get_config() + " (core " + openblas_get_corename() + ")";
   info.loaded_blas = mapped_blas_libraries();
   info.threads = get_num_threads();
@@ -69,7 +69,7 @@ SystemInfo system_info() {
 
 std::string describe(const SystemInfo& info) {
   std::ostringstream out;
-  out << "cpu: " << info.cpu_model << ", " << info.logical_cpus << " logical CPUs available\n";
+  out << "cpu: " << info.cpu_model << ", " << info.logical_cpus << " logical CPUs online\n";
   out << "blas: " << info.blas << "\n";
   out << "mapped blas/openmp libraries: " << info.loaded_blas << "\n";
   out << "threads: " << info.threads << " (" << info.omp_env << ")\n";

@@ -8,7 +8,7 @@ namespace tapegrad::bench {
 
 struct SystemInfo {
   std::string cpu_model;    // /proc/cpuinfo's "model name"
-  int logical_cpus = 0;     // what this process may run on
+  int logical_cpus = 0;     // online CPUs
   std::string blas;         // OpenBLAS's build configuration and core type
   std::string loaded_blas;  // the BLAS and OpenMP libraries mapped into this process (shows what a
                             // second framework in the same process really calls)

@@ -122,6 +122,10 @@ std::string render_svg(const LinePlot& plot) {
       double x = ax(*s.marker_x);
       svg << "<line x1=\"" << x << "\" y1=\"" << top << "\" x2=\"" << x << "\" y2=\"" << h - bottom << "\" stroke=\""
           << colour << "\" stroke-dasharray=\"3,3\"/>\n";
+      if (plot.reference_y) {  // the crossing itself, on the reference line
+        svg << "<circle cx=\"" << x << "\" cy=\"" << ay(*plot.reference_y) << "\" r=\"6\" fill=\"none\" stroke=\""
+            << colour << "\" stroke-width=\"2\"/>\n";
+      }
       svg << "<text x=\"" << x + 3 << "\" y=\"" << top + 14 + 14 * static_cast<double>(i) << "\" fill=\"" << colour
           << "\">" << escape(s.marker_label) << "</text>\n";
     }

@@ -210,7 +210,7 @@ void write_plot(const SweepReport& report, const std::string& path) {
       if (c.kind == Crossover::Kind::At || c.kind == Crossover::Kind::FromSmallest) {
         series.marker_x = c.interpolated_batch;
         char label[64];
-        std::snprintf(label, sizeof label, "%s: %.0f", r.curve.name.c_str(), c.interpolated_batch);
+        std::snprintf(label, sizeof label, "%s: crossover ~%.0f", r.curve.name.c_str(), c.interpolated_batch);
         series.marker_label = label;
       }
     }
