@@ -932,6 +932,10 @@ TEST(EmptyTensors, AreContiguousAndRandomFillsAccept) {
   EXPECT_EQ(randn({0, 5}).numel(), 0);
   EXPECT_EQ(rand({4, 0}).numel(), 0);
   EXPECT_TRUE(zeros({3, 0}).t().is_contiguous());
+  EXPECT_EQ(shape_numel({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
+  // Found by fuzzing the IDX reader: an empty shape whose other dims overflow int64 strides.
+  expect_error([] { zeros({0, int64_t{1} << 40, int64_t{1} << 40}); }, {"[0, 1099511627776, 1099511627776]", "too large"});
+  expect_error([] { (void)shape_numel({int64_t{1} << 40, int64_t{1} << 40}); }, {"int64"});
 }
 
 }  // namespace

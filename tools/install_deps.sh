@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tapegrad builds against, when any are missing.
-# As root it runs apt-get; otherwise it prints the command to run and stops.
+# Installs the Debian packages tapegrad builds against, when any are missing, plus any packages
+# named as arguments (e.g. the fuzzing toolchain). As root it runs apt-get; otherwise it prints
+# the command to run and stops.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
-          zlib1g-dev nlohmann-json3-dev libcxxopts-dev dataset-fashion-mnist)
+          zlib1g-dev nlohmann-json3-dev libcxxopts-dev dataset-fashion-mnist "$@")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -8,8 +8,11 @@
 namespace tapegrad {
 
 int64_t shape_numel(const Shape& sizes) {
+  for (int64_t s : sizes)
+    if (s == 0) return 0;  // before multiplying: [0, 2^40, 2^40] is empty, not an overflow
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    TG_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(sizes), " has more elements than int64 can count");
   return n;
 }
 
@@ -18,7 +21,9 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t stride = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= sizes[i] > 1 ? sizes[i] : 1;
+    // Checked even for empty tensors: every stride must be a valid int64 offset factor.
+    TG_CHECK(!__builtin_mul_overflow(stride, sizes[i] > 1 ? sizes[i] : 1, &stride), "shape ", shape_str(sizes),
+             " is too large: its strides overflow int64");
   }
   return strides;
 }

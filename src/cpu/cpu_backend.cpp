@@ -60,6 +60,8 @@ void register_cpu_backend() {
   t.lstm_cell_backward = cpu::lstm_cell_backward;
   t.sgd_step = cpu::sgd_step;
   t.adam_step = cpu::adam_step;
+  t.sgd_step_many = cpu::sgd_step_many;
+  t.adam_step_many = cpu::adam_step_many;
 }
 
 }  // namespace tapegrad::backend

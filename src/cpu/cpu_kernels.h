@@ -63,5 +63,7 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const math::AdamHyper& hyper);
+void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::SgdHyper& hyper);
+void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper);
 
 }  // namespace tapegrad::cpu
