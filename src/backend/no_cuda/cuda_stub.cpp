@@ -25,8 +25,8 @@ void synchronize(int) { no_cuda("cuda::synchronize"); }
 DeviceProperties get_device_properties(int) { no_cuda("cuda::get_device_properties"); }
 MemoryInfo mem_get_info(int) { no_cuda("cuda::mem_get_info"); }
 
-DeviceGuard::DeviceGuard(int device) {
-  if (device >= 0) no_cuda("cuda::DeviceGuard");
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  if (device_ >= 0) no_cuda("cuda::DeviceGuard");
 }
 DeviceGuard::~DeviceGuard() = default;
 
@@ -46,7 +46,10 @@ void Stream::wait(const Event&) const { no_cuda("cuda::Stream::wait"); }
 Stream current_stream(int) { no_cuda("cuda::current_stream"); }
 Stream default_stream(int) { no_cuda("cuda::default_stream"); }
 void set_current_stream(const Stream&) { no_cuda("cuda::set_current_stream"); }
-StreamGuard::StreamGuard(const Stream&) : original_device_(-1) { no_cuda("cuda::StreamGuard"); }
+StreamGuard::StreamGuard(const Stream&) : original_device_(-1) {
+  (void)original_device_;  // used by the CUDA build only
+  no_cuda("cuda::StreamGuard");
+}
 StreamGuard::~StreamGuard() = default;
 
 // An Event is created lazily on its first record, so constructing one works; recording cannot.
