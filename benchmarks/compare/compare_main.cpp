@@ -239,9 +239,10 @@ int main(int argc, char** argv) {
 
     std::printf("\n%s", format_table(report).c_str());
     std::printf(
-        "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt below 1: "
-        "tapegrad is faster.\nloss1/lossN: loss at the first and the last (N-th) step, same weights and data "
-        "on both sides; 'agree' within %.0e relative.\n",
+        "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below 1 "
+        "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"
+        "loss1/lossN: loss at the first and the last (N-th) step, same weights and data on both sides; 'agree' "
+        "within %.0e relative.\n",
         kLossTolerance);
     write_json(report, out_dir + "/results.json");
     std::printf("wrote %s/results.json (and the weights and data each configuration started from)\n", out_dir.c_str());

@@ -26,21 +26,23 @@ double CompareRow::loss_rel_diff() const {
 std::string format_table(const CompareReport& report) {
   std::ostringstream out;
   char line[320];
-  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %8s %10s %10s %10s %10s %6s  %s\n", "config", "batch",
-                "tapegrad ms", "libtorch ms", "tg/lt", "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N", "losses");
+  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %10s %10s %10s %10s %5s  %s\n", "config", "batch",
+                "tapegrad ms", "libtorch ms", "tg/lt", "min-min", "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N",
+                "losses");
   out << line;
   for (const CompareRow& r : report.rows) {
-    char lt_ms[32] = "-", ratio[32] = "-", l1[32] = "-", ln[32] = "-";
+    char lt_ms[32] = "-", ratio[32] = "-", min_ratio[32] = "-", l1[32] = "-", ln[32] = "-";
     const char* agree = "-";
     if (r.libtorch) {
       std::snprintf(lt_ms, sizeof lt_ms, "%.3f", r.libtorch->median_ms);
       std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
+      std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
       std::snprintf(l1, sizeof l1, "%.6f", r.libtorch->first_loss);
       std::snprintf(ln, sizeof ln, "%.6f", r.libtorch->final_loss);
       agree = r.loss_rel_diff() <= kLossTolerance ? "agree" : "MISMATCH";
     }
-    std::snprintf(line, sizeof line, "%-12s %6lld %12.3f %12s %8s %10.6f %10s %10.6f %10s %6lld  %s\n",
-                  r.config.c_str(), static_cast<long long>(r.batch), r.tapegrad.median_ms, lt_ms, ratio,
+    std::snprintf(line, sizeof line, "%-12s %6lld %12.3f %12s %7s %8s %10.6f %10s %10.6f %10s %5lld  %s\n",
+                  r.config.c_str(), static_cast<long long>(r.batch), r.tapegrad.median_ms, lt_ms, ratio, min_ratio,
                   r.tapegrad.first_loss, l1, r.tapegrad.final_loss, ln, static_cast<long long>(r.steps), agree);
     out << line;
   }
@@ -72,6 +74,7 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["libtorch_first_loss"] = r.libtorch->first_loss;
       row["libtorch_final_loss"] = r.libtorch->final_loss;
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();
+      row["ratio_of_fastest_steps"] = r.tapegrad.min_ms / r.libtorch->min_ms;
       row["loss_rel_diff"] = r.loss_rel_diff();
     }
     doc["rows"].push_back(row);

@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Times PyTorch on the named configurations that tapegrad_compare measured, from the same weights
-and data, and prints the ratio tapegrad/PyTorch per configuration plus both sides' losses.
+"""tapegrad against PyTorch on the GPU (or the CPU): the named configurations, same weights, same
+data, same number of steps; prints ms per step, the ratio tapegrad/PyTorch and both sides' losses.
 
-tapegrad_compare --out DIR leaves, per configuration, DIR/<config>_b<batch>.weights.safetensors
-(the initial weights, PyTorch parameter names), DIR/<config>_b<batch>.data.safetensors (the batch
-pool: step i trains on x.<i mod pool>, y.<i mod pool>) and DIR/results.json (tapegrad's timings,
-step counts and losses). This script trains the same models for the same number of steps, eager
-and with torch.compile (where it works), timing whole steps like tapegrad does: two warm-up steps,
-then blocks of steps closed by a device synchronise, median ms per step.
+First, unless DIR already holds its results, it runs BUILD/benchmarks/compare/tapegrad_compare
+--device DEVICE --out DIR, which times tapegrad and leaves, per configuration,
+DIR/<config>_b<batch>.weights.safetensors (the initial weights, PyTorch parameter names),
+DIR/<config>_b<batch>.data.safetensors (the batch pool: step i trains on x.<i mod pool>) and
+DIR/results.json (tapegrad's timings, step counts and losses). Then it trains the same models in
+PyTorch for the same number of steps, eager and with torch.compile (where it works), timing whole
+steps the way tapegrad does: two warm-up steps, then blocks of steps closed by a device
+synchronise, median ms per step. TF32 stays off on both sides unless --tf32.
 
-    python3 benchmarks/compare/pytorch_compare.py --dir compare_out_gpu --device cuda
+    python3 benchmarks/compare/pytorch_compare.py --build-dir build --device cuda
+    python3 benchmarks/compare/pytorch_compare.py --quick        # four configurations, eager only
 """
 import argparse
 import json
 import math
 import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -124,12 +128,37 @@ def rel_diff(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
+QUICK_CONFIGS = "mlp_seed:64,lstm_small:1,lstm_small:64,lstm_large:64"
+
+
+def run_tapegrad(args, device):
+    """Runs tapegrad_compare so that args.dir holds the weights, data and tapegrad's results."""
+    binary = os.path.join(args.build_dir, "benchmarks", "compare", "tapegrad_compare")
+    if not os.path.exists(binary):
+        sys.exit(f"pytorch_compare: no {os.path.join(args.dir, 'results.json')} and no {binary} to make it "
+                 "(build tapegrad, or pass --build-dir)")
+    configs = args.configs or (QUICK_CONFIGS if args.quick else "all")
+    budget = args.budget if args.budget > 0 else (0.3 if args.quick else 2.0)
+    command = [binary, "--device", device.type, "--no-libtorch", "--out", args.dir, "--configs", configs,
+               "--budget", str(budget)]
+    if args.threads > 0:
+        command += ["--threads", str(args.threads)]
+    print("running:", " ".join(command), flush=True)
+    subprocess.run(command, check=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default="compare_out", help="tapegrad_compare's --out folder")
+    parser.add_argument("--dir", default="compare_out_gpu", help="tapegrad_compare's --out folder")
+    parser.add_argument("--build-dir", default=os.environ.get("TAPEGRAD_BUILD_DIR", "build"),
+                        help="tapegrad's build folder (to run tapegrad_compare when DIR has no results)")
+    parser.add_argument("--rerun", action="store_true", help="run tapegrad_compare even when DIR has results")
+    parser.add_argument("--quick", action="store_true", help=f"only {QUICK_CONFIGS}, eager only, short timings")
+    parser.add_argument("--configs", default="", help="for tapegrad_compare: all, or e.g. mlp_seed,lstm_small:16")
+    parser.add_argument("--budget", type=float, default=0, help="tapegrad_compare's seconds per configuration")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--modes", default="eager,compile", help="eager, compile or both")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
+    parser.add_argument("--modes", default="", help="eager, compile or both (default both; eager with --quick)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads on both sides (0: defaults)")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS/cuDNN (off: plain FP32 like tapegrad)")
     args = parser.parse_args()
 
@@ -138,9 +167,14 @@ def main():
         torch.set_num_threads(args.threads)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
-    with open(os.path.join(args.dir, "results.json")) as f:
+    results_path = os.path.join(args.dir, "results.json")
+    if args.rerun or not os.path.exists(results_path):
+        run_tapegrad(args, device)
+    if not os.path.exists(results_path):
+        sys.exit(f"pytorch_compare: tapegrad_compare wrote no {results_path}")
+    with open(results_path) as f:
         ours = json.load(f)
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m for m in (args.modes or ("eager" if args.quick else "eager,compile")).split(",") if m]
 
     print(f"PyTorch {torch.__version__} on {device}"
           + (f" ({torch.cuda.get_device_name(device)}, cuDNN {torch.backends.cudnn.version()})" if device.type == "cuda" else "")
