@@ -117,7 +117,7 @@ write_summary() {
 # Copies the logs into $OUT (at most 8 files, each under 16 MiB) and prints the summary.
 finish() {
   trap - EXIT INT TERM
-  local f
+  local f i
   for f in build ctest sanitizer examples; do
     [ -f "$WORK/$f.log" ] && tail -c 15000000 "$WORK/$f.log" >"$OUT/$f.log"
   done
@@ -140,6 +140,10 @@ EOF
   write_summary
   echo
   cat "$OUT/summary.md"
+  # The stage table once more at the very end, where a cut-off output tail still shows it.
+  echo
+  echo "stages ($(($(now) - START))s of ${BUDGET}s):"
+  for i in "${!STAGES[@]}"; do printf '  %-20s %-8s %s\n' "${STAGES[$i]}" "${STATUS[$i]}" "${DETAIL[$i]}"; done
   [ "$FAILED_STAGES" -eq 0 ] && exit 0 || exit 1
 }
 trap 'say "interrupted"; record interrupted FAIL "signal or unexpected exit" 0; finish' INT TERM
