@@ -27,6 +27,7 @@ fi
 cmake -S . -B build -G Ninja >/dev/null
 cmake --build build --target tapegrad_compare --parallel "$(nproc)"
 
-threads=$(nproc)
+defaults=(--out compare_out)
+[[ " $* " == *" --threads"* ]] || defaults+=(--threads "$(nproc)")
 export OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores}
-exec ./build/benchmarks/compare/tapegrad_compare --threads "$threads" --out compare_out "$@"
+exec ./build/benchmarks/compare/tapegrad_compare "${defaults[@]}" "$@"

@@ -22,7 +22,8 @@ struct CompareRow {
   std::optional<SideResult> libtorch;
 
   std::optional<double> ratio() const;  // tapegrad ms / LibTorch ms: below 1 tapegrad is faster
-  // Largest relative difference of the two first and the two final losses (0 without LibTorch).
+  // Largest relative difference of the two first and the two final losses (0 without LibTorch);
+  // losses under 0.01 are compared as if they were 0.01.
   double loss_rel_diff() const;
 };
 
