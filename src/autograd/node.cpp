@@ -60,6 +60,25 @@ std::vector<OutputMeta> input_meta_of(const Node&, const std::vector<Tensor>& in
 
 Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {}
 
+Node::~Node() {
+  // The outermost destructor on this thread owns a worklist; nodes whose last owner is this node
+  // are moved onto it instead of being destroyed inside this frame, so depth stays constant.
+  thread_local std::vector<std::shared_ptr<Node>>* worklist = nullptr;
+  std::vector<std::shared_ptr<Node>> local;
+  const bool outermost = worklist == nullptr;
+  if (outermost) worklist = &local;
+  for (Edge& edge : next_edges_)
+    if (edge.node && edge.node.use_count() == 1) worklist->push_back(std::move(edge.node));
+  next_edges_.clear();
+  if (!outermost) return;
+  while (!local.empty()) {
+    std::shared_ptr<Node> next = std::move(local.back());
+    local.pop_back();
+    next.reset();  // may push that node's own edges onto `local`
+  }
+  worklist = nullptr;
+}
+
 void Node::retain_output_grad(int output_nr, const std::shared_ptr<TensorImpl>& tensor) {
   retained_.emplace_back(output_nr, tensor);
 }

@@ -31,7 +31,8 @@ struct OutputMeta {
 class Node {
  public:
   explicit Node(std::string name);
-  virtual ~Node() = default;
+  // Iterative: a long chain, where each node's edges own the next node, is freed without recursion.
+  virtual ~Node();
 
   const std::string& name() const { return name_; }
   // Larger means created later; the engine runs later nodes first.
