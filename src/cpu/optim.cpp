@@ -1,14 +1,228 @@
 // Fused optimiser updates on the CPU: one parallel pass per parameter over the shared formulas,
 // and the multi-tensor forms, one parallel pass over the elements of all parameters together.
+//
+// Note [vectorised optimiser loops]: the loops below are plain element loops over the shared
+// formulas of math/optim.h, templated on the options so that no per-element branch remains, with
+// the hyperparameters converted to T once per step. Two compiler settings make them vectorise
+// without changing a single result:
+//  - -fno-math-errno (CMakeLists.txt, for this file): otherwise GCC keeps, beside each sqrt, a
+//    branch to the C library's sqrtf in case errno must be set, and a loop with a call does not
+//    vectorise (a second moment is never negative, so errno would never be set anyway; GCC 12
+//    ignores this option in an optimize pragma);
+//  - fp-contract=off (the pragma below): the AVX2/AVX-512 clones must not fuse a*b+c into an FMA,
+//    so every clone, the portable one included, rounds exactly as the unfused formula does and the
+//    results do not depend on the machine. It comes before every include so that the formulas'
+//    template instances get it too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include <algorithm>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
+#include "math/optim.h"
+
+// The library is built for the baseline x86-64 so that it runs anywhere; the hot loops are also
+// compiled for AVX2 and AVX-512 and the best one the CPU supports is picked once, at load time
+// (an ifunc). Elsewhere (other compilers or architectures) they are compiled once.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define TG_OPTIM_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define TG_OPTIM_CLONES
+#endif
+
+#if defined(__GNUC__)
+#define TG_OPTIM_INLINE inline __attribute__((always_inline))
+#else
+#define TG_OPTIM_INLINE inline
+#endif
 
 namespace tapegrad::cpu {
 
 namespace {
+
+// Adam's update is about 28 bytes of memory traffic per element, SGD's 12 to 20: below these many
+// elements a second thread costs more to wake than it saves.
+constexpr int64_t kAdamGrain = 8192;
+constexpr int64_t kSgdGrain = 16384;
+
+// ---- SGD -------------------------------------------------------------------------------------
+
+// One parameter's pointers; `buf` is null without momentum.
+template <class T>
+struct SgdPointers {
+  T* p;
+  const T* g;
+  T* buf;
+};
+
+template <class T, bool kDecay, math::SgdMomentum kMomentum, bool kNesterov>
+TG_OPTIM_INLINE void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
+                              const math::SgdConstants<T>& constants) {
+  const math::SgdConstants<T> c = constants;  // a local copy: no store in the loop can change it
+  for (int64_t i = 0; i < n; ++i)
+    math::sgd_update<T, kDecay, kMomentum, kNesterov>(p[i], g[i], kMomentum == math::SgdMomentum::None ? nullptr : buf + i,
+                                                      c);
+}
+
+// Elements [begin, end) of one parameter, the options chosen once for the whole range.
+template <class T>
+TG_OPTIM_INLINE void sgd_range_impl(const SgdPointers<T>& a, int64_t begin, int64_t end,
+                                    const math::SgdConstants<T>& c, math::SgdMomentum momentum, bool decay,
+                                    bool nesterov) {
+  using math::SgdMomentum;
+  T* p = a.p + begin;
+  const T* g = a.g + begin;
+  T* buf = a.buf != nullptr ? a.buf + begin : nullptr;
+  const int64_t n = end - begin;
+  switch (momentum) {
+    case SgdMomentum::None:
+      if (decay) sgd_loop<T, true, SgdMomentum::None, false>(p, g, buf, n, c);
+      else sgd_loop<T, false, SgdMomentum::None, false>(p, g, buf, n, c);
+      return;
+    case SgdMomentum::First:
+      if (nesterov) {
+        if (decay) sgd_loop<T, true, SgdMomentum::First, true>(p, g, buf, n, c);
+        else sgd_loop<T, false, SgdMomentum::First, true>(p, g, buf, n, c);
+      } else {
+        if (decay) sgd_loop<T, true, SgdMomentum::First, false>(p, g, buf, n, c);
+        else sgd_loop<T, false, SgdMomentum::First, false>(p, g, buf, n, c);
+      }
+      return;
+    case SgdMomentum::Running:
+      if (nesterov) {
+        if (decay) sgd_loop<T, true, SgdMomentum::Running, true>(p, g, buf, n, c);
+        else sgd_loop<T, false, SgdMomentum::Running, true>(p, g, buf, n, c);
+      } else {
+        if (decay) sgd_loop<T, true, SgdMomentum::Running, false>(p, g, buf, n, c);
+        else sgd_loop<T, false, SgdMomentum::Running, false>(p, g, buf, n, c);
+      }
+      return;
+  }
+}
+
+// The cloned entry points (one per dtype: target_clones takes plain functions, not templates).
+TG_OPTIM_CLONES void sgd_range(const SgdPointers<float>& a, int64_t begin, int64_t end,
+                               const math::SgdConstants<float>& c, math::SgdMomentum momentum, bool decay,
+                               bool nesterov) {
+  sgd_range_impl(a, begin, end, c, momentum, decay, nesterov);
+}
+TG_OPTIM_CLONES void sgd_range(const SgdPointers<double>& a, int64_t begin, int64_t end,
+                               const math::SgdConstants<double>& c, math::SgdMomentum momentum, bool decay,
+                               bool nesterov) {
+  sgd_range_impl(a, begin, end, c, momentum, decay, nesterov);
+}
+
+// Everything an SGD pass needs besides the pointers, resolved once per step.
+struct SgdPlan {
+  math::SgdConstants<float> f32;
+  math::SgdConstants<double> f64;
+  math::SgdMomentum momentum;
+  bool decay, nesterov;
+
+  explicit SgdPlan(const math::SgdHyper& h)
+      : f32(math::sgd_constants<float>(h)),
+        f64(math::sgd_constants<double>(h)),
+        momentum(math::sgd_momentum_mode(h)),
+        decay(h.weight_decay != 0),
+        nesterov(h.nesterov) {}
+
+  void run(const SgdPointers<float>& a, int64_t begin, int64_t end) const {
+    sgd_range(a, begin, end, f32, momentum, decay, nesterov);
+  }
+  void run(const SgdPointers<double>& a, int64_t begin, int64_t end) const {
+    sgd_range(a, begin, end, f64, momentum, decay, nesterov);
+  }
+};
+
+template <class T>
+SgdPointers<T> sgd_pointers(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer) {
+  return {static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()),
+          momentum_buffer.defined() ? static_cast<T*>(momentum_buffer.data_ptr()) : nullptr};
+}
+
+// ---- Adam ------------------------------------------------------------------------------------
+
+// One parameter's pointers; `v_max` is null without amsgrad.
+template <class T>
+struct AdamPointers {
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  T* v_max;
+};
+
+template <class T, math::AdamDecay kDecay, bool kAmsgrad>
+TG_OPTIM_INLINE void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                               T* __restrict v_max, int64_t n, const math::AdamConstants<T>& constants) {
+  const math::AdamConstants<T> c = constants;  // a local copy: no store in the loop can change it
+  for (int64_t i = 0; i < n; ++i)
+    math::adam_update<T, kDecay, kAmsgrad>(p[i], g[i], m[i], v[i], kAmsgrad ? v_max + i : nullptr, c);
+}
+
+template <class T>
+TG_OPTIM_INLINE void adam_range_impl(const AdamPointers<T>& a, int64_t begin, int64_t end,
+                                     const math::AdamConstants<T>& c, math::AdamDecay decay, bool amsgrad) {
+  using math::AdamDecay;
+  T* p = a.p + begin;
+  const T* g = a.g + begin;
+  T* m = a.m + begin;
+  T* v = a.v + begin;
+  T* v_max = a.v_max != nullptr ? a.v_max + begin : nullptr;
+  const int64_t n = end - begin;
+  if (amsgrad) {
+    if (decay == AdamDecay::None) adam_loop<T, AdamDecay::None, true>(p, g, m, v, v_max, n, c);
+    else if (decay == AdamDecay::L2) adam_loop<T, AdamDecay::L2, true>(p, g, m, v, v_max, n, c);
+    else adam_loop<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, n, c);
+  } else {
+    if (decay == AdamDecay::None) adam_loop<T, AdamDecay::None, false>(p, g, m, v, v_max, n, c);
+    else if (decay == AdamDecay::L2) adam_loop<T, AdamDecay::L2, false>(p, g, m, v, v_max, n, c);
+    else adam_loop<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, n, c);
+  }
+}
+
+TG_OPTIM_CLONES void adam_range(const AdamPointers<float>& a, int64_t begin, int64_t end,
+                                const math::AdamConstants<float>& c, math::AdamDecay decay, bool amsgrad) {
+  adam_range_impl(a, begin, end, c, decay, amsgrad);
+}
+TG_OPTIM_CLONES void adam_range(const AdamPointers<double>& a, int64_t begin, int64_t end,
+                                const math::AdamConstants<double>& c, math::AdamDecay decay, bool amsgrad) {
+  adam_range_impl(a, begin, end, c, decay, amsgrad);
+}
+
+// Everything an Adam pass needs besides the pointers, resolved once per step.
+struct AdamPlan {
+  math::AdamConstants<float> f32;
+  math::AdamConstants<double> f64;
+  math::AdamDecay decay;
+  bool amsgrad;
+
+  explicit AdamPlan(const math::AdamHyper& h)
+      : f32(math::adam_constants<float>(h)),
+        f64(math::adam_constants<double>(h)),
+        decay(math::adam_decay_mode(h)),
+        amsgrad(h.amsgrad) {}
+
+  void run(const AdamPointers<float>& a, int64_t begin, int64_t end) const {
+    adam_range(a, begin, end, f32, decay, amsgrad);
+  }
+  void run(const AdamPointers<double>& a, int64_t begin, int64_t end) const {
+    adam_range(a, begin, end, f64, decay, amsgrad);
+  }
+};
+
+template <class T>
+AdamPointers<T> adam_pointers(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                              const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
+  return {static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()),
+          static_cast<T*>(exp_avg.data_ptr()), static_cast<T*>(exp_avg_sq.data_ptr()),
+          max_exp_avg_sq.defined() ? static_cast<T*>(max_exp_avg_sq.data_ptr()) : nullptr};
+}
+
+// ---- multi-tensor ----------------------------------------------------------------------------
 
 // Calls segment(entry, begin, end) for the elements [begin, end) of each entry, with the entries'
 // elements laid end to end and the whole range split among threads, so many small parameters
@@ -38,61 +252,46 @@ void check_floating_params(const std::vector<Entry>& entries, const char* op) {
 
 // Updates param and momentum_buffer in place.
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper) {
+  const SgdPlan plan(hyper);
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    T* buf = momentum_buffer.defined() ? static_cast<T*>(momentum_buffer.data_ptr()) : nullptr;
-    parallel_for(0, param.numel(), kGrainSize, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) math::sgd_update<T>(p[i], g[i], buf ? buf + i : nullptr, hyper);
-    });
+    const SgdPointers<T> a = sgd_pointers<T>(param, grad, momentum_buffer);
+    parallel_for(0, param.numel(), kSgdGrain, [&](int64_t b, int64_t e) { plan.run(a, b, e); });
   });
 }
 
 // Updates param, exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq in place.
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const math::AdamHyper& hyper) {
+  const AdamPlan plan(hyper);
   dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(param.data_ptr());
-    const T* g = static_cast<const T*>(grad.data_ptr());
-    T* m = static_cast<T*>(exp_avg.data_ptr());
-    T* v = static_cast<T*>(exp_avg_sq.data_ptr());
-    T* v_max = max_exp_avg_sq.defined() ? static_cast<T*>(max_exp_avg_sq.data_ptr()) : nullptr;
-    parallel_for(0, param.numel(), 8192, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) math::adam_update<T>(p[i], g[i], m[i], v[i], v_max ? v_max + i : nullptr, hyper);
-    });
+    const AdamPointers<T> a = adam_pointers<T>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+    parallel_for(0, param.numel(), kAdamGrain, [&](int64_t b, int64_t e) { plan.run(a, b, e); });
   });
 }
 
 // Updates every param and momentum buffer in place.
 void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::SgdHyper& hyper) {
   check_floating_params(params, "sgd_step_many");
-  for_each_element_range(params, kGrainSize, [&](const backend::SgdTensors& e, int64_t begin, int64_t end) {
-    dispatch_floating(e.param.dtype(), "sgd_step_many", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* p = static_cast<T*>(e.param.data_ptr());
-      const T* g = static_cast<const T*>(e.grad.data_ptr());
-      T* buf = e.momentum_buffer.defined() ? static_cast<T*>(e.momentum_buffer.data_ptr()) : nullptr;
-      for (int64_t i = begin; i < end; ++i) math::sgd_update<T>(p[i], g[i], buf ? buf + i : nullptr, hyper);
-    });
+  const SgdPlan plan(hyper);
+  for_each_element_range(params, kSgdGrain, [&](const backend::SgdTensors& e, int64_t begin, int64_t end) {
+    if (e.param.dtype() == kFloat32)
+      plan.run(sgd_pointers<float>(e.param, e.grad, e.momentum_buffer), begin, end);
+    else
+      plan.run(sgd_pointers<double>(e.param, e.grad, e.momentum_buffer), begin, end);
   });
 }
 
 // Updates every param, exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq in place.
 void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper) {
   check_floating_params(params, "adam_step_many");
-  for_each_element_range(params, 8192, [&](const backend::AdamTensors& e, int64_t begin, int64_t end) {
-    dispatch_floating(e.param.dtype(), "adam_step_many", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* p = static_cast<T*>(e.param.data_ptr());
-      const T* g = static_cast<const T*>(e.grad.data_ptr());
-      T* m = static_cast<T*>(e.exp_avg.data_ptr());
-      T* v = static_cast<T*>(e.exp_avg_sq.data_ptr());
-      T* v_max = e.max_exp_avg_sq.defined() ? static_cast<T*>(e.max_exp_avg_sq.data_ptr()) : nullptr;
-      for (int64_t i = begin; i < end; ++i)
-        math::adam_update<T>(p[i], g[i], m[i], v[i], v_max ? v_max + i : nullptr, hyper);
-    });
+  const AdamPlan plan(hyper);
+  for_each_element_range(params, kAdamGrain, [&](const backend::AdamTensors& e, int64_t begin, int64_t end) {
+    if (e.param.dtype() == kFloat32)
+      plan.run(adam_pointers<float>(e.param, e.grad, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq), begin, end);
+    else
+      plan.run(adam_pointers<double>(e.param, e.grad, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq), begin, end);
   });
 }
 

@@ -1,5 +1,12 @@
 // The per-element optimiser updates, host+device, following PyTorch's single-tensor SGD and
 // Adam/AdamW exactly (same order of operations, same bias correction).
+//
+// Each rule comes in two forms that compute the same bits:
+//  - sgd_update / adam_update with the double hyperparameters, for callers that update one element
+//    at a time (the CUDA kernels);
+//  - the same names templated on the options (weight decay mode, momentum, nesterov, amsgrad) with
+//    the hyperparameters already converted to T, for loops that want no per-element branch and no
+//    per-element conversion (the CPU's vectorised passes).
 #pragma once
 
 #include <cmath>
@@ -8,23 +15,96 @@
 
 namespace tapegrad::math {
 
+// sqrt in T's own precision on both sides (an unqualified call on the host would pick the C
+// library's double version for a float).
+template <class T>
+TG_HD T optim_sqrt(T x) {
+#if defined(__CUDA_ARCH__)
+  return sqrt(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+
 struct SgdHyper {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
   bool first_step;  // the momentum buffer starts as the first gradient, undamped
 };
 
+enum class SgdMomentum {
+  None,     // plain SGD, no buffer
+  First,    // the buffer's first step: it becomes the (decayed) gradient
+  Running,  // buffer = momentum * buffer + (1 - dampening) * gradient
+};
+
+TG_HD SgdMomentum sgd_momentum_mode(const SgdHyper& h) {
+  if (h.momentum == 0) return SgdMomentum::None;
+  return h.first_step ? SgdMomentum::First : SgdMomentum::Running;
+}
+
+// SgdHyper's values converted to T once.
+template <class T>
+struct SgdConstants {
+  T lr, momentum, one_minus_dampening, weight_decay;
+};
+
+template <class T>
+TG_HD SgdConstants<T> sgd_constants(const SgdHyper& h) {
+  return {static_cast<T>(h.lr), static_cast<T>(h.momentum), static_cast<T>(1 - h.dampening),
+          static_cast<T>(h.weight_decay)};
+}
+
+// Updates p (and the momentum buffer, unless kMomentum is None) in place. kDecay: weight_decay != 0.
+template <class T, bool kDecay, SgdMomentum kMomentum, bool kNesterov>
+TG_HD void sgd_update(T& p, T g, T* momentum_buffer, const SgdConstants<T>& c) {
+  T d = g;
+  if constexpr (kDecay) d += c.weight_decay * p;
+  if constexpr (kMomentum != SgdMomentum::None) {
+    T& buf = *momentum_buffer;
+    if constexpr (kMomentum == SgdMomentum::First) {
+      buf = d;
+    } else {
+      buf = c.momentum * buf + c.one_minus_dampening * d;
+    }
+    if constexpr (kNesterov) {
+      d = d + c.momentum * buf;
+    } else {
+      d = buf;
+    }
+  }
+  p -= c.lr * d;
+}
+
 // Updates p (and the momentum buffer, when momentum != 0) in place.
 template <class T>
 TG_HD void sgd_update(T& p, T g, T* momentum_buffer, const SgdHyper& h) {
-  T d = g;
-  if (h.weight_decay != 0) d += static_cast<T>(h.weight_decay) * p;
-  if (h.momentum != 0) {
-    T& buf = *momentum_buffer;
-    buf = h.first_step ? d : static_cast<T>(h.momentum) * buf + static_cast<T>(1 - h.dampening) * d;
-    d = h.nesterov ? d + static_cast<T>(h.momentum) * buf : buf;
+  const SgdConstants<T> c = sgd_constants<T>(h);
+  const bool decay = h.weight_decay != 0;
+  switch (sgd_momentum_mode(h)) {
+    case SgdMomentum::None:
+      if (decay) sgd_update<T, true, SgdMomentum::None, false>(p, g, momentum_buffer, c);
+      else sgd_update<T, false, SgdMomentum::None, false>(p, g, momentum_buffer, c);
+      return;
+    case SgdMomentum::First:
+      if (h.nesterov) {
+        if (decay) sgd_update<T, true, SgdMomentum::First, true>(p, g, momentum_buffer, c);
+        else sgd_update<T, false, SgdMomentum::First, true>(p, g, momentum_buffer, c);
+      } else {
+        if (decay) sgd_update<T, true, SgdMomentum::First, false>(p, g, momentum_buffer, c);
+        else sgd_update<T, false, SgdMomentum::First, false>(p, g, momentum_buffer, c);
+      }
+      return;
+    case SgdMomentum::Running:
+      if (h.nesterov) {
+        if (decay) sgd_update<T, true, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
+        else sgd_update<T, false, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
+      } else {
+        if (decay) sgd_update<T, true, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
+        else sgd_update<T, false, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
+      }
+      return;
   }
-  p -= static_cast<T>(h.lr) * d;
 }
 
 struct AdamHyper {
@@ -35,25 +115,69 @@ struct AdamHyper {
   double bias_correction2_sqrt; // sqrt(1 - beta2^step)
 };
 
-// Updates p, the moments m and v, and (amsgrad) the running max of v, in place.
+enum class AdamDecay {
+  None,       // weight_decay == 0
+  L2,         // Adam: weight_decay * p added to the gradient
+  Decoupled,  // AdamW: p scaled by 1 - lr * weight_decay before the update
+};
+
+TG_HD AdamDecay adam_decay_mode(const AdamHyper& h) {
+  if (h.weight_decay == 0) return AdamDecay::None;
+  return h.decoupled_weight_decay ? AdamDecay::Decoupled : AdamDecay::L2;
+}
+
+// AdamHyper's values converted to T once (each from the same double expression as PyTorch's).
 template <class T>
-TG_HD void adam_update(T& p, T g, T& m, T& v, T* v_max, const AdamHyper& h) {
-  if (h.weight_decay != 0) {
-    if (h.decoupled_weight_decay) {
-      p *= static_cast<T>(1 - h.lr * h.weight_decay);
-    } else {
-      g += static_cast<T>(h.weight_decay) * p;
-    }
-  }
-  m += (g - m) * static_cast<T>(1 - h.beta1);  // lerp, as PyTorch writes it
-  v = static_cast<T>(h.beta2) * v + static_cast<T>(1 - h.beta2) * g * g;
+struct AdamConstants {
+  T decay_factor;  // 1 - lr * weight_decay
+  T weight_decay;
+  T one_minus_beta1, beta2, one_minus_beta2;
+  T bias_correction2_sqrt, eps;
+  T step_size;  // lr / bias_correction1
+};
+
+template <class T>
+TG_HD AdamConstants<T> adam_constants(const AdamHyper& h) {
+  return {static_cast<T>(1 - h.lr * h.weight_decay),
+          static_cast<T>(h.weight_decay),
+          static_cast<T>(1 - h.beta1),
+          static_cast<T>(h.beta2),
+          static_cast<T>(1 - h.beta2),
+          static_cast<T>(h.bias_correction2_sqrt),
+          static_cast<T>(h.eps),
+          static_cast<T>(h.lr / h.bias_correction1)};
+}
+
+// Updates p, the moments m and v, and (kAmsgrad) the running max of v, in place.
+template <class T, AdamDecay kDecay, bool kAmsgrad>
+TG_HD void adam_update(T& p, T g, T& m, T& v, T* v_max, const AdamConstants<T>& c) {
+  if constexpr (kDecay == AdamDecay::Decoupled) p *= c.decay_factor;
+  if constexpr (kDecay == AdamDecay::L2) g += c.weight_decay * p;
+  m += (g - m) * c.one_minus_beta1;  // lerp, as PyTorch writes it
+  v = c.beta2 * v + c.one_minus_beta2 * g * g;
   T second = v;
-  if (h.amsgrad) {
+  if constexpr (kAmsgrad) {
     *v_max = *v_max > v ? *v_max : v;
     second = *v_max;
   }
-  T denom = sqrt(second) / static_cast<T>(h.bias_correction2_sqrt) + static_cast<T>(h.eps);
-  p -= static_cast<T>(h.lr / h.bias_correction1) * m / denom;
+  T denom = optim_sqrt(second) / c.bias_correction2_sqrt + c.eps;
+  p -= c.step_size * m / denom;
+}
+
+// Updates p, the moments m and v, and (amsgrad) the running max of v, in place.
+template <class T>
+TG_HD void adam_update(T& p, T g, T& m, T& v, T* v_max, const AdamHyper& h) {
+  const AdamConstants<T> c = adam_constants<T>(h);
+  const AdamDecay decay = adam_decay_mode(h);
+  if (h.amsgrad) {
+    if (decay == AdamDecay::None) adam_update<T, AdamDecay::None, true>(p, g, m, v, v_max, c);
+    else if (decay == AdamDecay::L2) adam_update<T, AdamDecay::L2, true>(p, g, m, v, v_max, c);
+    else adam_update<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, c);
+  } else {
+    if (decay == AdamDecay::None) adam_update<T, AdamDecay::None, false>(p, g, m, v, v_max, c);
+    else if (decay == AdamDecay::L2) adam_update<T, AdamDecay::L2, false>(p, g, m, v, v_max, c);
+    else adam_update<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, c);
+  }
 }
 
 }  // namespace tapegrad::math
