@@ -1,31 +1,6 @@
-// Fills the CPU dispatch table and provides the 64-byte aligned host allocator.
-#include <cstdlib>
-#include <cstring>
-
+// Fills the CPU dispatch table (the allocator is caching_allocator.cpp's).
+#include "cpu/caching_allocator.h"
 #include "cpu/cpu_kernels.h"
-
-namespace tapegrad::cpu {
-
-namespace {
-// 64-byte alignment: a full cache line and an AVX-512 vector.
-class AlignedCpuAllocator : public Allocator {
- public:
-  DataPtr allocate(size_t nbytes, Device) override {
-    if (nbytes == 0) return DataPtr{nullptr, nullptr};
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void* ptr = std::aligned_alloc(64, rounded);
-    TG_CHECK(ptr != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
-    return DataPtr{ptr, [](void* p) { std::free(p); }};
-  }
-};
-}  // namespace
-
-Allocator& cpu_allocator() {
-  static AlignedCpuAllocator allocator;
-  return allocator;
-}
-
-}  // namespace tapegrad::cpu
 
 namespace tapegrad::backend {
 

@@ -1,0 +1,244 @@
+// The CPU caching allocator (see caching_allocator.h): size-classed free lists under one mutex,
+// bounded by a byte limit, over 64-byte aligned blocks from the C library.
+#include "cpu/caching_allocator.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tapegrad/core/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TG_CPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG_CPU_ASAN 1
+#endif
+#endif
+
+namespace tapegrad::cpu {
+
+namespace {
+
+// 64 bytes: a cache line and an AVX-512 vector.
+constexpr size_t kAlignment = 64;
+// Classes of 64, 128, ..., 1024 bytes, then 2^e * (1 + j/4), j = 1..4, for 2^10 < size <= 2^62.
+constexpr size_t kSmallLimit = 1024;
+constexpr int kSmallClasses = static_cast<int>(kSmallLimit / kAlignment);
+constexpr int kFirstExponent = 10;
+constexpr int kLastExponent = 61;
+constexpr int kNumClasses = kSmallClasses + (kLastExponent - kFirstExponent + 1) * 4;
+constexpr size_t kLargestRequest = size_t{1} << (kLastExponent + 1);
+
+int size_class(size_t nbytes) {
+  if (nbytes <= kSmallLimit) return static_cast<int>((nbytes + kAlignment - 1) / kAlignment) - 1;
+  // 2^e < nbytes <= 2^(e+1), split into four steps of 2^(e-2).
+  const int e = 63 - __builtin_clzll(static_cast<unsigned long long>(nbytes - 1));
+  const size_t step = size_t{1} << (e - 2);
+  const size_t j = (nbytes - (size_t{1} << e) + step - 1) / step;  // 1..4
+  return kSmallClasses + (e - kFirstExponent) * 4 + static_cast<int>(j) - 1;
+}
+
+size_t class_bytes(int cls) {
+  if (cls < kSmallClasses) return static_cast<size_t>(cls + 1) * kAlignment;
+  const int e = (cls - kSmallClasses) / 4 + kFirstExponent;
+  const size_t j = static_cast<size_t>((cls - kSmallClasses) % 4 + 1);
+  return (size_t{1} << e) + j * (size_t{1} << (e - 2));
+}
+
+bool env_flag_off(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return false;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return v == "0" || v == "off" || v == "false" || v == "no";
+}
+
+bool caching_enabled_by_default() {
+#if defined(TG_CPU_ASAN)
+  // Only an explicit "1" turns it on: a cached block hides a use after free from the sanitizer.
+  const char* value = std::getenv("TAPEGRAD_CPU_CACHING_ALLOCATOR");
+  return value != nullptr && std::string(value) == "1";
+#else
+  return !env_flag_off("TAPEGRAD_CPU_CACHING_ALLOCATOR");
+#endif
+}
+
+size_t cache_limit_from_env() {
+  const char* value = std::getenv("TAPEGRAD_CPU_CACHE_LIMIT_MB");
+  if (value == nullptr || *value == '\0') return kDefaultCacheLimitBytes;
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(value, &end, 10);
+  if (end == value || *end != '\0') return kDefaultCacheLimitBytes;  // not a number: keep the default
+  return static_cast<size_t>(std::min<unsigned long long>(mb, kLargestRequest >> 20)) << 20;
+}
+
+class CachingCpuAllocator : public Allocator {
+ public:
+  CachingCpuAllocator() : enabled_(caching_enabled_by_default()), limit_(cache_limit_from_env()) {}
+
+  DataPtr allocate(size_t nbytes, Device) override {
+    if (nbytes == 0) return DataPtr{nullptr, nullptr};
+    TG_CHECK(nbytes <= kLargestRequest, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    const int cls = size_class(nbytes);
+    const size_t size = class_bytes(cls);
+    void* ptr = nullptr;
+    bool caching = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      caching = enabled_;
+      ++stats_.num_allocations;
+      std::vector<void*>& list = free_[static_cast<size_t>(cls)];
+      if (!list.empty()) {
+        ptr = list.back();
+        list.pop_back();
+        stats_.cached_bytes -= size;
+        ++stats_.num_cache_hits;
+      }
+      stats_.allocated_bytes += size;
+      stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    }
+    if (ptr == nullptr) ptr = system_allocate(size, nbytes);
+    if (!caching) return DataPtr{ptr, [size](void* p) { instance_release(p, size); }};
+    return DataPtr{ptr, [cls](void* p) { instance_cache(p, cls); }};
+  }
+
+  // A block freed while caching was on: kept for reuse unless the cache is full or off by now.
+  void cache(void* ptr, int cls) {
+    const size_t size = class_bytes(cls);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.allocated_bytes -= size;
+      if (enabled_ && stats_.cached_bytes + size <= limit_) {
+        free_[static_cast<size_t>(cls)].push_back(ptr);
+        stats_.cached_bytes += size;
+        stats_.peak_cached_bytes = std::max(stats_.peak_cached_bytes, stats_.cached_bytes);
+        return;
+      }
+      ++stats_.num_system_frees;
+    }
+    std::free(ptr);
+  }
+
+  // A block handed out while caching was off goes straight back.
+  void release(void* ptr, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.allocated_bytes -= size;
+      ++stats_.num_system_frees;
+    }
+    std::free(ptr);
+  }
+
+  CpuMemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CpuMemoryStats s = stats_;
+    s.cache_limit_bytes = limit_;
+    s.caching_enabled = enabled_;
+    return s;
+  }
+
+  void reset_peaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    stats_.peak_cached_bytes = stats_.cached_bytes;
+  }
+
+  void empty_cache() { trim_to(0); }
+
+  void set_enabled(bool enabled) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      enabled_ = enabled;
+    }
+    if (!enabled) trim_to(0);
+  }
+
+  void set_limit(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      limit_ = bytes;
+    }
+    trim_to(bytes);
+  }
+
+ private:
+  static void instance_cache(void* ptr, int cls);
+  static void instance_release(void* ptr, size_t size);
+
+  void* system_allocate(size_t size, size_t requested) {
+    int64_t attempts = 1;
+    void* ptr = std::aligned_alloc(kAlignment, size);
+    if (ptr == nullptr) {
+      // What the cache holds may be just what the system lacks: give it back and try once more.
+      empty_cache();
+      ++attempts;
+      ptr = std::aligned_alloc(kAlignment, size);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.num_system_allocs += attempts;
+    if (ptr == nullptr) {
+      stats_.allocated_bytes -= size;
+      TG_CHECK(false, "cpu allocator: out of memory allocating ", requested, " bytes");
+    }
+    return ptr;
+  }
+
+  // Frees cached blocks, largest classes first, until at most `bytes` stay cached.
+  void trim_to(size_t bytes) {
+    std::vector<void*> to_free;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int cls = kNumClasses - 1; cls >= 0 && stats_.cached_bytes > bytes; --cls) {
+        std::vector<void*>& list = free_[static_cast<size_t>(cls)];
+        const size_t size = class_bytes(cls);
+        while (!list.empty() && stats_.cached_bytes > bytes) {
+          to_free.push_back(list.back());
+          list.pop_back();
+          stats_.cached_bytes -= size;
+        }
+        if (list.empty()) std::vector<void*>().swap(list);
+      }
+      stats_.num_system_frees += static_cast<int64_t>(to_free.size());
+    }
+    for (void* p : to_free) std::free(p);
+  }
+
+  std::mutex mutex_;
+  bool enabled_;
+  size_t limit_;
+  CpuMemoryStats stats_;
+  std::array<std::vector<void*>, kNumClasses> free_;
+};
+
+// Never destroyed: a tensor may be freed during static destruction, after any static allocator
+// would be gone. The blocks it caches then go back with the process.
+CachingCpuAllocator& instance() {
+  static CachingCpuAllocator* allocator = new CachingCpuAllocator();
+  return *allocator;
+}
+
+void CachingCpuAllocator::instance_cache(void* ptr, int cls) { instance().cache(ptr, cls); }
+void CachingCpuAllocator::instance_release(void* ptr, size_t size) { instance().release(ptr, size); }
+
+}  // namespace
+
+Allocator& cpu_allocator() { return instance(); }
+
+CpuMemoryStats cpu_memory_stats() { return instance().stats(); }
+void reset_peak_cpu_memory_stats() { instance().reset_peaks(); }
+void cpu_empty_cache() { instance().empty_cache(); }
+void set_cpu_caching_enabled(bool enabled) { instance().set_enabled(enabled); }
+void set_cpu_cache_limit(size_t bytes) { instance().set_limit(bytes); }
+
+size_t cpu_allocation_size(size_t nbytes) {
+  TG_CHECK(nbytes > 0 && nbytes <= kLargestRequest, "cpu_allocation_size: no size class for ", nbytes, " bytes");
+  return class_bytes(size_class(nbytes));
+}
+
+}  // namespace tapegrad::cpu
