@@ -20,10 +20,26 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
-// Gradients arriving at a node, one slot per output; several arrivals at a slot are summed.
-void accumulate_into(std::vector<Tensor>& slots, int index, const Tensor& grad) {
+// Everything the replay keeps per node of the reachable graph, in one table entry: the owner that
+// keeps the node alive until it has run, the gradients arriving at its outputs (one slot per output,
+// several arrivals at a slot summed) and how many edges still point at it.
+struct NodeTask {
+  std::shared_ptr<Node> node;
+  std::vector<Tensor> grads;
+  int dependencies = 0;
+};
+
+// Taken by value and moved in, so a gradient the producing node no longer holds stays singly owned.
+void accumulate_into(std::vector<Tensor>& slots, size_t count, int index, Tensor grad) {
+  if (slots.size() < count) slots.resize(count);
   Tensor& slot = slots[static_cast<size_t>(index)];
-  slot = slot.defined() ? add(slot, grad) : grad;
+  slot = slot.defined() ? add(slot, grad) : std::move(grad);
+}
+
+// The gradient of an output that nothing used: a single zero broadcast to the output's shape
+// (stride 0), so no buffer of that size is filled; ops read gradients through their strides.
+Tensor broadcast_zero(const OutputMeta& meta) {
+  return zeros({}, TensorOptions(meta.dtype).device(meta.device)).expand(meta.sizes);
 }
 
 }  // namespace
@@ -33,8 +49,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
            " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
 
-  std::unordered_map<Node*, std::shared_ptr<Node>> alive;
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_map<Node*, NodeTask> tasks;
+  tasks.reserve(64);
   std::vector<Node*> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -55,49 +71,46 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     if (grad.dtype() != root.dtype()) grad = grad.to(root.dtype());
     Edge edge = gradient_edge(root);
     Node* node = edge.node.get();
-    alive[node] = edge.node;
-    auto& slots = buffers[node];
-    slots.resize(node->outputs().size());
-    accumulate_into(slots, edge.input_nr, grad);
+    NodeTask& task = tasks[node];
+    task.node = edge.node;
+    accumulate_into(task.grads, node->outputs().size(), edge.input_nr, grad);
     // A root given twice contributes both gradients but is one node of the graph.
     if (std::find(root_nodes.begin(), root_nodes.end(), node) == root_nodes.end()) root_nodes.push_back(node);
   }
 
-  // How many edges point at each node, counting only the part of the graph the roots reach.
-  std::unordered_map<Node*, int> dependencies;
+  // How many edges point at each node, counting only the part of the graph the roots reach (a node
+  // has a table entry holding its owner once it has been seen).
   std::vector<Node*> stack(root_nodes.begin(), root_nodes.end());
-  std::unordered_map<Node*, bool> seen;
-  for (Node* n : root_nodes) seen[n] = true;
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (const Edge& edge : node->next_edges()) {
       if (!edge.valid()) continue;
-      Node* next = edge.node.get();
-      dependencies[next] += 1;
-      if (!seen[next]) {
-        seen[next] = true;
-        alive[next] = edge.node;
-        stack.push_back(next);
+      NodeTask& next = tasks[edge.node.get()];
+      next.dependencies += 1;
+      if (!next.node) {
+        next.node = edge.node;
+        stack.push_back(edge.node.get());
       }
     }
   }
 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   for (Node* n : root_nodes)
-    if (dependencies[n] == 0) ready.push(n);
+    if (tasks[n].dependencies == 0) ready.push(n);
 
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    std::vector<Tensor> grads = std::move(buffers[node]);
-    buffers.erase(node);
+    auto entry = tasks.find(node);
+    // Keeps the node alive while it runs; its table entry goes now, so the table only holds
+    // nodes still waiting.
+    std::shared_ptr<Node> owner = std::move(entry->second.node);
+    std::vector<Tensor> grads = std::move(entry->second.grads);
+    tasks.erase(entry);
     grads.resize(node->outputs().size());
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (grads[i].defined()) continue;
-      const OutputMeta& meta = node->outputs()[i];
-      grads[i] = zeros(meta.sizes, TensorOptions(meta.dtype).device(meta.device));
-    }
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!grads[i].defined()) grads[i] = broadcast_zero(node->outputs()[i]);
     for (const auto& [output_nr, weak] : node->retained()) {
       if (auto impl = weak.lock()) {
         const Tensor& g = grads[static_cast<size_t>(output_nr)];
@@ -105,6 +118,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
       }
     }
     std::vector<Tensor> input_grads = node->apply(grads);
+    grads.clear();  // the output gradients' memory can be reused by the nodes that follow
     if (anomaly_mode_enabled()) {
       for (size_t i = 0; i < input_grads.size(); ++i)
         TG_CHECK(all_finite(input_grads[i]), "anomaly: backward of ", node->name(),
@@ -116,12 +130,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     for (size_t i = 0; i < edges.size(); ++i) {
       if (!edges[i].valid()) continue;
       Node* next = edges[i].node.get();
-      if (i < input_grads.size() && input_grads[i].defined()) {
-        auto& slots = buffers[next];
-        slots.resize(next->outputs().size());
-        accumulate_into(slots, edges[i].input_nr, input_grads[i]);
-      }
-      if (--dependencies[next] == 0) ready.push(next);
+      NodeTask& task = tasks[next];
+      if (i < input_grads.size() && input_grads[i].defined())
+        accumulate_into(task.grads, next->outputs().size(), edges[i].input_nr, std::move(input_grads[i]));
+      if (--task.dependencies == 0) ready.push(next);
     }
   }
 }

@@ -80,20 +80,35 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor lse = empty_tensor({rows}, z.dtype(), z.device());
   if (rows > 0)
     TG_KERNEL(z.device(), cross_entropy)(z, in.target, losses, lse, options.ignore_index, options.label_smoothing);
-  if (any_requires_grad({in.input})) {
-    SavedTensor saved_z = z, saved_t = in.target, saved_lse = lse;
-    int64_t ignore = options.ignore_index;
-    double smoothing = options.label_smoothing;
-    record("cross_entropy", {in.input}, {losses}, [=](const std::vector<Tensor>& g) {
-      Tensor zz = saved_z.get();
-      Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
-      if (grad.numel() > 0)
-        TG_KERNEL(zz.device(), cross_entropy_backward)(g[0], zz, saved_t.get(), saved_lse.get(), grad, ignore,
-                                                       smoothing);
-      return std::vector<Tensor>{grad};
-    });
+  if (!any_requires_grad({in.input})) return reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched);
+
+  // One tape node from the logits to the returned loss: with a sum or mean the reduction is part of
+  // it, and its backward is one kernel pass whose per-row gradient is the loss's gradient scaled by
+  // 1 (sum) or 1 / counted (mean), read through a broadcast (stride 0) view.
+  const bool reduced = options.reduction != Reduction::None;
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = reduced ? reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched) : losses;
   }
-  return reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched);
+  const double scale = options.reduction == Reduction::Mean ? 1.0 / static_cast<double>(counted) : 1.0;
+  SavedTensor saved_z = z, saved_t = in.target, saved_lse = lse;
+  const int64_t ignore = options.ignore_index;
+  const double smoothing = options.label_smoothing;
+  record("cross_entropy", {in.input}, {result}, [=](const std::vector<Tensor>& g) {
+    Tensor zz = saved_z.get();
+    Tensor grad_losses = g[0];
+    if (reduced) {
+      if (scale != 1.0) grad_losses = mul(grad_losses, scale);
+      grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
+    }
+    Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
+    if (grad.numel() > 0)
+      TG_KERNEL(zz.device(), cross_entropy_backward)(grad_losses, zz, saved_t.get(), saved_lse.get(), grad, ignore,
+                                                     smoothing);
+    return std::vector<Tensor>{grad};
+  });
+  return reduced || !in.unbatched ? result : result.reshape({});
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& options) {

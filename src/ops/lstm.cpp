@@ -55,6 +55,27 @@ Tensor checked_lengths(const Tensor& lengths, int64_t steps, int64_t batch, Devi
   return l.to(device);
 }
 
+// Note [time slices]: the per-step loops read and write one time slice of the [T, ...] buffers per
+// step. A TimeSlice is one view handle whose offset moves from step to step, so the loops allocate
+// nothing (a fresh select() per slice costs three heap allocations, a visible share of a batch-1
+// step). Kernels read the data pointer when called and keep no reference to the view.
+class TimeSlice {
+ public:
+  explicit TimeSlice(const Tensor& all)
+      : view_(make_view(all, Shape(all.sizes().begin() + 1, all.sizes().end()),
+                        Shape(all.strides().begin() + 1, all.strides().end()), all.storage_offset())),
+        base_(all.storage_offset()),
+        step_(all.stride(0)) {}
+  const Tensor& at(int64_t t) {
+    view_.impl()->offset = base_ + t * step_;
+    return view_;
+  }
+
+ private:
+  Tensor view_;
+  int64_t base_, step_;
+};
+
 }  // namespace
 
 LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
@@ -87,13 +108,14 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
+  TimeSlice h_prev_at(h_all), c_prev_at(c_all), h_new_at(h_all), c_new_at(c_all), gates_at(gates);
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = time_of(s);
-    Tensor h_prev = s == 0 ? h_init : h_all.select(0, time_of(s - 1));
-    Tensor c_prev = s == 0 ? c_init : c_all.select(0, time_of(s - 1));
-    Tensor g = gates.select(0, t);
+    const Tensor& h_prev = s == 0 ? h_init : h_prev_at.at(time_of(s - 1));
+    const Tensor& c_prev = s == 0 ? c_init : c_prev_at.at(time_of(s - 1));
+    const Tensor& g = gates_at.at(t);
     gemm(h_prev, whh_t, g, 1.0, 1.0);  // accumulates the recurrent term onto the projection
-    cell(g, h_prev, c_prev, h_all.select(0, t), c_all.select(0, t), lens, t);
+    cell(g, h_prev, c_prev, h_new_at.at(t), c_new_at.at(t), lens, t);
   }
 
   LstmLayerOutput out;
@@ -116,46 +138,76 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   }
 
   if (any_requires_grad({x, h0, c0, w_ih, w_hh, b_ih, b_hh})) {
-    SavedTensor sx = xs, sh0 = h_init, sc0 = c_init, sw_ih = w_ih, sw_hh = w_hh, sgates = gates, sh = h_all,
-                sc = c_all, slens = lens, smask = mask;
-    const bool has_b_ih = b_ih.defined(), has_b_hh = b_hh.defined();
+    // What backward computes is decided now: no GEMM for an input that needs no gradient (the data
+    // batch x, a zero initial state).
+    const bool need_x = x.requires_grad(), need_h0 = h0.requires_grad(), need_c0 = c0.requires_grad();
+    const bool need_w_ih = w_ih.requires_grad(), need_w_hh = w_hh.requires_grad();
+    const bool need_b_ih = b_ih.defined() && b_ih.requires_grad(), need_b_hh = b_hh.defined() && b_hh.requires_grad();
+    SavedTensor sx = need_w_ih ? SavedTensor(xs) : SavedTensor();
+    SavedTensor sw_ih = need_x ? SavedTensor(w_ih) : SavedTensor();
+    SavedTensor sh0 = h_init, sc0 = c_init, sw_hh = w_hh, sgates = gates, sh = h_all, sc = c_all, slens = lens,
+                smask = mask;
     record("lstm", {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, {out.output, out.h_n, out.c_n},
            [=](const std::vector<Tensor>& grads) {
-             Tensor xs_ = sx.get(), h_all_ = sh.get(), c_all_ = sc.get(), gates_ = sgates.get(), lens_ = slens.get();
-             Tensor w_ih_ = sw_ih.get(), w_hh_ = sw_hh.get();
-             Tensor g_out = grads[0].contiguous();
+             Tensor h_all_ = sh.get(), c_all_ = sc.get(), gates_ = sgates.get(), lens_ = slens.get();
+             Tensor w_hh_ = sw_hh.get(), h_init_ = sh0.get();
+             const Device dev = gates_.device();
+             const DType dt = gates_.dtype();
+             auto gemm_ = TG_KERNEL(dev, gemm);
+             auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
+             auto add_kernel = TG_KERNEL(dev, binary);
+             auto copy_kernel = TG_KERNEL(dev, copy);
+             // Read through its strides: when the output sequence is unused, the engine passes a
+             // broadcast zero, and nothing of size [T, B, H] is materialised for it.
+             Tensor g_out = grads[0].dtype() == dt ? grads[0] : grads[0].to(dt);
              if (smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
-             Tensor dh = grads[1].contiguous().clone(), dc = grads[2].contiguous().clone();
-             Tensor dgates = empty_tensor(gates_.sizes(), gates_.dtype(), gates_.device());
-             auto gemm_ = TG_KERNEL(gates_.device(), gemm);
-             auto cell_back = TG_KERNEL(gates_.device(), lstm_cell_backward);
+             // Running state gradients, updated in place: fresh buffers, never the incoming tensors.
+             Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
+             if (dh.numel() > 0) {
+               copy_kernel(grads[1], dh);
+               copy_kernel(grads[2], dc);
+             }
+             Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
              auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
+             Tensor c_init_ = sc0.get();
+             TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
              for (int64_t s = steps - 1; s >= 0; --s) {
                const int64_t t = time(s);
-               dh.add_(g_out.select(0, t));
-               Tensor c_prev = s == 0 ? sc0.get() : c_all_.select(0, time(s - 1));
-               Tensor dg = dgates.select(0, t);
-               cell_back(gates_.select(0, t), c_prev, c_all_.select(0, t), dh, dc, dg, lens_, t);
+               if (dh.numel() > 0) add_kernel(backend::BinaryOp::Add, dh, g_out_at.at(t), dh);
+               const Tensor& c_prev = s == 0 ? c_init_ : c_prev_at.at(time(s - 1));
+               const Tensor& dg = dgates_at.at(t);
+               cell_back(gates_at.at(t), c_prev, c_new_at.at(t), dh, dc, dg, lens_, t);
                gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
              }
-             // The state fed into each time t, in time order, for the recurrent weight gradient.
-             Tensor h_prev_all = empty_tensor(h_all_.sizes(), h_all_.dtype(), h_all_.device());
-             if (steps > 0) {
-               Tensor h_first = sh0.get().unsqueeze(0);
-               if (reverse) {
-                 h_prev_all.narrow(0, 0, steps - 1).copy_(h_all_.narrow(0, 1, steps - 1));
-                 h_prev_all.narrow(0, steps - 1, 1).copy_(h_first);
+             Tensor dg2 = dgates.view({steps * batch, gates_width});
+             Tensor dx, dw_ih, dw_hh, db;
+             if (need_x) {
+               dx = empty_tensor({steps, batch, input_size}, dt, dev);
+               gemm_(dg2, sw_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
+             }
+             if (need_w_ih) {
+               dw_ih = empty_tensor({gates_width, input_size}, dt, dev);
+               gemm_(dg2.t(), sx.get().view({steps * batch, input_size}), dw_ih, 1.0, 0.0);
+             }
+             if (need_w_hh) {
+               // sum over t of dgates[t]^T h_prev(t): the step that started from h0 is one small GEMM,
+               // every other step read h_all at the neighbouring time (one large GEMM on views).
+               dw_hh = empty_tensor({gates_width, hidden}, dt, dev);
+               if (steps == 0) {
+                 gemm_(dg2.t(), h_all_.view({0, hidden}), dw_hh, 1.0, 0.0);  // k = 0: zeros
                } else {
-                 h_prev_all.narrow(0, 0, 1).copy_(h_first);
-                 h_prev_all.narrow(0, 1, steps - 1).copy_(h_all_.narrow(0, 0, steps - 1));
+                 gemm_(dgates.select(0, time(0)).t(), h_init_, dw_hh, 1.0, 0.0);
+                 if (steps > 1) {
+                   const int64_t rows = (steps - 1) * batch;
+                   Tensor dg_rest = dgates.narrow(0, reverse ? 0 : 1, steps - 1).view({rows, gates_width});
+                   Tensor h_rest = h_all_.narrow(0, reverse ? 1 : 0, steps - 1).view({rows, hidden});
+                   gemm_(dg_rest.t(), h_rest, dw_hh, 1.0, 1.0);
+                 }
                }
              }
-             Tensor dg2 = dgates.view({steps * batch, gates_width});
-             Tensor dx = mm(dg2, w_ih_).view({steps, batch, input_size});
-             Tensor dw_ih = mm(dg2.t(), xs_.view({steps * batch, input_size}));
-             Tensor dw_hh = mm(dg2.t(), h_prev_all.view({steps * batch, hidden}));
-             Tensor db = sum(dg2, {0});
-             return std::vector<Tensor>{dx, dh, dc, dw_ih, dw_hh, has_b_ih ? db : Tensor(), has_b_hh ? db : Tensor()};
+             if (need_b_ih || need_b_hh) db = column_sum(dg2);
+             return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh,
+                                        need_b_ih ? db : Tensor(), need_b_hh ? db : Tensor()};
            });
   }
   return out;

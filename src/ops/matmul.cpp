@@ -130,21 +130,65 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out.reshape(out_shape);
 }
 
+// One tape node for x W^T + b. Forward: the output is preloaded with the broadcast bias and the
+// GEMM accumulates onto it (beta = 1), so there is no separate bias pass. Backward, from g [n, out]:
+// dx = g W and dW = g^T x (both read through strides, dW written straight in W's [out, in] layout,
+// so no transpose node or copy follows), db = the column sum of g; each only when its input needs it.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_defined("linear", x);
   check_defined("linear", weight, "weight");
   TG_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_str(weight.sizes()));
   TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", shape_str(x.sizes()),
            " does not match weight ", shape_str(weight.sizes()), " (expected last dim ", weight.size(1), ")");
-  if (bias.defined())
+  check_same_device("linear", x, weight);
+  TG_CHECK(x.dtype() == weight.dtype(), "linear: input has dtype ", x.dtype(), ", the weight ", weight.dtype());
+  check_floating("linear", x);
+  if (bias.defined()) {
     TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias of shape ", shape_str(bias.sizes()),
              " does not match weight ", shape_str(weight.sizes()));
-  Tensor rows = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-  Tensor out = bias.defined() ? addmm(bias, rows, weight.t()) : mm(rows, weight.t());
-  if (x.dim() == 2) return out;
-  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
-  out_shape.push_back(weight.size(0));
-  return out.reshape(out_shape);
+    check_same_device("linear", x, bias);
+    TG_CHECK(bias.dtype() == x.dtype(), "linear: bias has dtype ", bias.dtype(), ", the input ", x.dtype());
+  }
+  if (x.dim() != 2) {
+    // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
+    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
+    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+    out_shape.push_back(weight.size(0));
+    return linear(rows, weight, bias).reshape(out_shape);
+  }
+  const int64_t n = x.size(0), out_features = weight.size(0);
+  const Device device = x.device();
+  Tensor out = empty_tensor({n, out_features}, x.dtype(), device);
+  double beta = 0.0;
+  if (bias.defined() && out.numel() > 0) {
+    TG_KERNEL(device, copy)(expand_raw(bias.detach(), out.sizes()), out);
+    beta = 1.0;
+  }
+  TG_KERNEL(device, gemm)(x.detach(), weight.detach().t(), out, 1.0, beta);
+  if (any_requires_grad({x, weight, bias})) {
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+    const bool need_b = bias.defined() && bias.requires_grad();
+    SavedTensor saved_x = need_w ? SavedTensor(x) : SavedTensor();
+    SavedTensor saved_w = need_x ? SavedTensor(weight) : SavedTensor();
+    record("linear", {x, weight, bias}, {out}, [saved_x, saved_w, need_b](const std::vector<Tensor>& g) {
+      const Tensor& grad = g[0];  // [n, out]
+      const Device dev = grad.device();
+      Tensor dx, dw, db;
+      if (saved_w.defined()) {
+        Tensor w = saved_w.get();
+        dx = empty_tensor({grad.size(0), w.size(1)}, grad.dtype(), dev);
+        TG_KERNEL(dev, gemm)(grad, w, dx, 1.0, 0.0);
+      }
+      if (saved_x.defined()) {
+        Tensor xs = saved_x.get();
+        dw = empty_tensor({grad.size(1), xs.size(1)}, grad.dtype(), dev);
+        TG_KERNEL(dev, gemm)(grad.t(), xs, dw, 1.0, 0.0);
+      }
+      if (need_b) db = column_sum(grad);
+      return std::vector<Tensor>{dx, dw, db};
+    });
+  }
+  return out;
 }
 
 }  // namespace tapegrad

@@ -64,6 +64,18 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   return reduced.reshape(shape);
 }
 
+Tensor column_sum(const Tensor& t) {
+  TG_ASSERT(t.dim() == 2);
+  const int64_t rows = t.size(0), cols = t.size(1);
+  Tensor out = empty_tensor({1, cols}, t.dtype(), t.device());
+  if (cols > 0) {
+    Tensor ones = empty_tensor({1, rows}, t.dtype(), t.device());
+    if (rows > 0) TG_KERNEL(t.device(), fill)(ones, 1.0);
+    TG_KERNEL(t.device(), gemm)(ones, t.detach(), out, 1.0, 0.0);
+  }
+  return out.view({cols});
+}
+
 Tensor expand_raw(const Tensor& t, const Shape& shape) {
   if (t.sizes() == shape) return t;
   const int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();

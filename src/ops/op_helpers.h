@@ -31,6 +31,9 @@ void check_computable(const char* op, const Tensor& t);
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Sums `grad` over the dims that broadcasting added or stretched, giving `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
+// The sum over the rows of a 2-D tensor [n, m] -> [m] (a bias gradient), as one matrix-vector
+// product ones[n] @ t through the backend's GEMM; no autograd.
+Tensor column_sum(const Tensor& t);
 // A view of t expanded to `shape` without autograd (for handing to kernels).
 Tensor expand_raw(const Tensor& t, const Shape& shape);
 // t converted to dtype (t itself when it already has it); recorded by autograd.

@@ -14,13 +14,16 @@ bool accepts_integers(UnaryOp op) {
   return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Square;
 }
 bool backward_uses_input(UnaryOp op) {
-  return op == UnaryOp::Abs || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Relu ||
-         op == UnaryOp::Gelu || op == UnaryOp::Square;
+  return op == UnaryOp::Abs || op == UnaryOp::Log || op == UnaryOp::Rsqrt || op == UnaryOp::Gelu ||
+         op == UnaryOp::Square;
 }
 bool backward_uses_result(UnaryOp op) {
   return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
-         op == UnaryOp::Sigmoid;
+         op == UnaryOp::Sigmoid || op == UnaryOp::Relu;
 }
+// relu'(x) tests x > 0, and relu(x) > 0 exactly when x > 0 (NaN and 0 fail both tests), so relu
+// saves only its output, which the next layer keeps anyway, and its input can be freed.
+bool input_read_from_result(UnaryOp op) { return op == UnaryOp::Relu; }
 
 Tensor unary_op(UnaryOp op, const Tensor& x) {
   const char* name = backend::unary_op_name(op);
@@ -35,8 +38,8 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
     SavedTensor saved_x = backward_uses_input(op) ? SavedTensor(in) : SavedTensor();
     SavedTensor saved_y = backward_uses_result(op) ? SavedTensor(out) : SavedTensor();
     record(name, {in}, {out}, [op, saved_x, saved_y](const std::vector<Tensor>& g) {
-      Tensor x_value = saved_x.defined() ? saved_x.get() : g[0];  // unused slots get any same-shaped tensor
-      Tensor y_value = saved_y.defined() ? saved_y.get() : g[0];
+      Tensor y_value = saved_y.defined() ? saved_y.get() : g[0];  // unused slots get any same-shaped tensor
+      Tensor x_value = saved_x.defined() ? saved_x.get() : (input_read_from_result(op) ? y_value : g[0]);
       Tensor grad_x = empty_tensor(g[0].sizes(), g[0].dtype(), g[0].device());
       if (grad_x.numel() > 0) TG_KERNEL(g[0].device(), unary_backward)(op, g[0], x_value, y_value, grad_x);
       return std::vector<Tensor>{grad_x};
