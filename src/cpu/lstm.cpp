@@ -1,14 +1,82 @@
-// The fused LSTM cell on the CPU: one pass over [B, H] per timestep, parallel over rows.
+// The fused LSTM cell on the CPU: one pass over [B, H] per timestep, parallel over rows when a
+// step has enough work. Float runs the shared formulas with the vectorisable activations of
+// vec_math.h, compiled per instruction set; double keeps the math library's (the gradchecks).
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
+#include "cpu/vec_math.h"
 #include "math/lstm.h"
 
 namespace tapegrad::cpu {
 
 namespace {
+
 bool row_active(const int64_t* lengths, int64_t b, int64_t t) { return lengths == nullptr || t < lengths[b]; }
-int64_t rows_grain(int64_t hidden) { return std::max<int64_t>(1, 2048 / std::max<int64_t>(hidden, 1)); }
+
+// A step's rows stay on one thread unless each thread gets at least this many hidden units (each
+// costs five activations: ~2 ns vectorised), so a region's start-up is paid only for real work.
+constexpr int64_t kCellGrainUnits = 8192;
+int64_t rows_grain(int64_t hidden) { return std::max<int64_t>(1, kCellGrainUnits / std::max<int64_t>(hidden, 1)); }
+
+// One active row of the cell. Gates are [4H] (i, f, g, o), the rest [H]. The restrict-qualified
+// parameters say the streams do not overlap, so the loop vectorises without overlap checks; the
+// float versions are separate functions taking them as parameters (restrict survives that, not
+// inlining into a caller that derives all four gate pointers from one), compiled per instruction set.
+template <class T, class Act>
+TG_ALWAYS_INLINE void forward_row(T* __restrict zi, T* __restrict zf, T* __restrict zg, T* __restrict zo,
+                                  const T* __restrict c_prev, T* __restrict c_new, T* __restrict h_new,
+                                  int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j)
+    math::lstm_cell_forward<T, Act>(zi[j], zf[j], zg[j], zo[j], c_prev[j], &c_new[j], &h_new[j]);
+}
+
+template <class T, class Act>
+TG_ALWAYS_INLINE void backward_row(const T* __restrict i, const T* __restrict f, const T* __restrict g,
+                                   const T* __restrict o, const T* __restrict c_prev, const T* __restrict c_new,
+                                   T* __restrict dh, T* __restrict dc, T* __restrict dzi, T* __restrict dzf,
+                                   T* __restrict dzg, T* __restrict dzo, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    math::lstm_cell_backward<T, Act>(i[j], f[j], g[j], o[j], c_prev[j], c_new[j], dh[j], &dc[j], &dzi[j], &dzf[j],
+                                     &dzg[j], &dzo[j]);
+    dh[j] = T(0);  // an active row's dh_prev comes only through the recurrent GEMM
+  }
+}
+
+TG_VECTOR_CLONES void forward_row_f32(float* __restrict zi, float* __restrict zf, float* __restrict zg,
+                                      float* __restrict zo, const float* __restrict c_prev, float* __restrict c_new,
+                                      float* __restrict h_new, int64_t hidden) {
+  forward_row<float, vec::FastActivations>(zi, zf, zg, zo, c_prev, c_new, h_new, hidden);
+}
+
+TG_VECTOR_CLONES void backward_row_f32(const float* __restrict i, const float* __restrict f, const float* __restrict g,
+                                       const float* __restrict o, const float* __restrict c_prev,
+                                       const float* __restrict c_new, float* __restrict dh, float* __restrict dc,
+                                       float* __restrict dzi, float* __restrict dzf, float* __restrict dzg,
+                                       float* __restrict dzo, int64_t hidden) {
+  backward_row<float, vec::FastActivations>(i, f, g, o, c_prev, c_new, dh, dc, dzi, dzf, dzg, dzo, hidden);
+}
+
+// z: the row's [4H] gates.
+void forward_active(float* z, const float* c_prev, float* c_new, float* h_new, int64_t hidden) {
+  forward_row_f32(z, z + hidden, z + 2 * hidden, z + 3 * hidden, c_prev, c_new, h_new, hidden);
+}
+void forward_active(double* z, const double* c_prev, double* c_new, double* h_new, int64_t hidden) {
+  forward_row<double, math::LibmActivations>(z, z + hidden, z + 2 * hidden, z + 3 * hidden, c_prev, c_new, h_new,
+                                             hidden);
+}
+
+// a: the row's [4H] activated gates, dz: their gradients.
+void backward_active(const float* a, const float* c_prev, const float* c_new, float* dh, float* dc, float* dz,
+                     int64_t hidden) {
+  backward_row_f32(a, a + hidden, a + 2 * hidden, a + 3 * hidden, c_prev, c_new, dh, dc, dz, dz + hidden,
+                   dz + 2 * hidden, dz + 3 * hidden, hidden);
+}
+void backward_active(const double* a, const double* c_prev, const double* c_new, double* dh, double* dc, double* dz,
+                     int64_t hidden) {
+  backward_row<double, math::LibmActivations>(a, a + hidden, a + 2 * hidden, a + 3 * hidden, c_prev, c_new, dh, dc, dz,
+                                              dz + hidden, dz + 2 * hidden, dz + 3 * hidden, hidden);
+}
+
 }  // namespace
 
 // Overwrites gates (with activations), h_new and c_new. All contiguous.
@@ -35,9 +103,7 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
           for (int64_t j = 0; j < 4 * hidden; ++j) zr[j] = T(0);
           continue;
         }
-        for (int64_t j = 0; j < hidden; ++j)
-          math::lstm_cell_forward<T>(zr[j], zr[hidden + j], zr[2 * hidden + j], zr[3 * hidden + j], cp[r + j],
-                                     &cn[r + j], &hn[r + j]);
+        forward_active(zr, cp + r, cn + r, hn + r, hidden);
       }
     });
   });
@@ -58,19 +124,13 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
     T* dz = static_cast<T*>(dgates.data_ptr());
     parallel_for(0, batch, rows_grain(hidden), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
-        const T* ar = a + b * 4 * hidden;
         T* dzr = dz + b * 4 * hidden;
         const int64_t r = b * hidden;
         if (!row_active(len, b, t)) {  // state passed through: so do its gradients
           for (int64_t j = 0; j < 4 * hidden; ++j) dzr[j] = T(0);
           continue;
         }
-        for (int64_t j = 0; j < hidden; ++j) {
-          math::lstm_cell_backward<T>(ar[j], ar[hidden + j], ar[2 * hidden + j], ar[3 * hidden + j], cp[r + j],
-                                      cn[r + j], dhp[r + j], &dcp[r + j], &dzr[j], &dzr[hidden + j],
-                                      &dzr[2 * hidden + j], &dzr[3 * hidden + j]);
-          dhp[r + j] = T(0);  // an active row's dh_prev comes only through the recurrent GEMM
-        }
+        backward_active(a + b * 4 * hidden, cp + r, cn + r, dhp + r, dcp + r, dzr, hidden);
       }
     });
   });

@@ -11,8 +11,12 @@
 
 namespace tapegrad::cpu {
 
-// Elements per thread below which a loop stays serial (cheap pointwise ops).
-constexpr int64_t kGrainSize = 32768;
+// Elements below which a loop stays serial (cheap pointwise ops; vectorised float exp, tanh and
+// sigmoid count as cheap). Starting a parallel region costs microseconds on an idle machine and can
+// cost milliseconds when another process holds the other core, so a thread's share must be worth
+// tens of microseconds: 65536 floats is ~10-20 us of a memory-bound pass, and keeps per-step tensors
+// of small models (an LSTM step's [B, 4H], gradients of weights up to 256 KiB) on the calling thread.
+constexpr int64_t kGrainSize = 65536;
 
 // Calls f(begin, end) on disjoint chunks covering [begin, end). The chunking depends only on the
 // range, the grain and the thread count; no exception may escape f.

@@ -1,10 +1,12 @@
 // Unary, binary, comparison, where and clamp kernels on the CPU. The formulas are the shared
-// host+device ones in src/math.
+// host+device ones in src/math; float exp, tanh and sigmoid use vec_math.h's vectorisable versions.
 #include <cmath>
+#include <type_traits>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/strided_loop.h"
+#include "cpu/vec_math.h"
 #include "math/op_switch.h"
 #include "math/select.h"
 
@@ -16,10 +18,32 @@ using math::with_unary_op;
 
 namespace {
 
-// Grain for ops that cost tens of cycles per element (exp, tanh, erf): threads pay off sooner.
+// Grain for ops that cost tens of cycles per element (f64 exp and tanh, erf): threads pay off sooner.
 constexpr int64_t kTranscendentalGrain = 4096;
 
 bool is_cheap(UnaryOp op) { return math::unary_accepts_integers(op); }
+
+// The unary formulas with a vectorised float version below.
+template <class Op>
+constexpr bool kHasVectorF32 =
+    std::is_same_v<Op, math::ExpOp> || std::is_same_v<Op, math::TanhOp> || std::is_same_v<Op, math::SigmoidOp>;
+
+// y = op(x) over contiguous floats (y may be x itself), vectorised per instruction set. A fraction of
+// a nanosecond per element instead of a libm call each, so these ops use the cheap ops' grain.
+TG_VECTOR_CLONES void unary_vector_f32(UnaryOp op, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case UnaryOp::Exp:
+      for (int64_t i = 0; i < n; ++i) y[i] = vec::exp(x[i]);
+      return;
+    case UnaryOp::Tanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = vec::tanh(x[i]);
+      return;
+    case UnaryOp::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = vec::sigmoid(x[i]);
+      return;
+    default: TG_ASSERT(false, "unary_vector_f32: no vector version of ", backend::unary_op_name(op));
+  }
+}
 
 }  // namespace
 
@@ -29,19 +53,24 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
     using T = typename decltype(tag)::type;
     with_unary_op(op, [&](auto formula) {
       using Op = decltype(formula);
+      constexpr bool vector_f32 = std::is_same_v<T, float> && kHasVectorF32<Op>;
       for_each_strided<2>(
           {&out, &x},
           [&](char** p, const int64_t* s, int64_t n) {
             if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
               T* o = reinterpret_cast<T*>(p[0]);
               const T* a = reinterpret_cast<const T*>(p[1]);
-              for (int64_t i = 0; i < n; ++i) o[i] = Op::forward(a[i]);
+              if constexpr (vector_f32) {
+                unary_vector_f32(op, a, o, n);
+              } else {
+                for (int64_t i = 0; i < n; ++i) o[i] = Op::forward(a[i]);
+              }
             } else {
               for (int64_t i = 0; i < n; ++i)
                 *reinterpret_cast<T*>(p[0] + i * s[0]) = Op::forward(*reinterpret_cast<const T*>(p[1] + i * s[1]));
             }
           },
-          is_cheap(op) ? kGrainSize : kTranscendentalGrain);
+          is_cheap(op) || vector_f32 ? kGrainSize : kTranscendentalGrain);
     });
   };
   if (is_cheap(op)) {

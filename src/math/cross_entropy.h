@@ -14,10 +14,15 @@ TG_HD T cross_entropy_loss(T logsumexp, T target_logit, T logit_sum, int64_t cla
   return logsumexp - (T(1) - smoothing) * target_logit - smoothing / T(classes) * logit_sum;
 }
 
+// `p` is softmax(z)_c = exp(z_c - logsumexp), for a caller with its own exp (the CPU's vectorised one).
+template <class T>
+TG_HD T cross_entropy_grad_from_probability(T p, bool is_target, int64_t classes, T smoothing) {
+  return p - (is_target ? (T(1) - smoothing) : T(0)) - smoothing / T(classes);
+}
+
 template <class T>
 TG_HD T cross_entropy_grad(T logit, T logsumexp, bool is_target, int64_t classes, T smoothing) {
-  T p = exp(logit - logsumexp);
-  return p - (is_target ? (T(1) - smoothing) : T(0)) - smoothing / T(classes);
+  return cross_entropy_grad_from_probability(T(exp(logit - logsumexp)), is_target, classes, smoothing);
 }
 
 }  // namespace tapegrad::math

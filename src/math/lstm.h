@@ -14,23 +14,37 @@ TG_HD T sigmoid(T x) {
   return T(1) / (T(1) + exp(-x));
 }
 
+// Where the cell's sigmoid and tanh come from: the math library by default (CUDA's intrinsics on the
+// device). A backend may pass its own policy with the same two members, e.g. the CPU's vectorisable
+// float versions (src/cpu/vec_math.h), and still share the formulas below.
+struct LibmActivations {
+  template <class T>
+  TG_HD static T sigmoid_of(T x) {
+    return sigmoid(x);
+  }
+  template <class T>
+  TG_HD static T tanh_of(T x) {
+    return tanh(x);
+  }
+};
+
 // Activates the four gates in place and returns the new cell and hidden values.
-template <class T>
+template <class T, class Act = LibmActivations>
 TG_HD void lstm_cell_forward(T& zi, T& zf, T& zg, T& zo, T c_prev, T* c_new, T* h_new) {
-  zi = sigmoid(zi);
-  zf = sigmoid(zf);
-  zg = tanh(zg);
-  zo = sigmoid(zo);
+  zi = Act::sigmoid_of(zi);
+  zf = Act::sigmoid_of(zf);
+  zg = Act::tanh_of(zg);
+  zo = Act::sigmoid_of(zo);
   T c = zf * c_prev + zi * zg;
   *c_new = c;
-  *h_new = zo * tanh(c);
+  *h_new = zo * Act::tanh_of(c);
 }
 
 // Given activated gates, c_prev, c_new, and the gradients dh (of h_new) and dc (of c_new, from the
 // next step), writes the pre-activation gradients and returns dc for c_prev through *dc.
-template <class T>
+template <class T, class Act = LibmActivations>
 TG_HD void lstm_cell_backward(T i, T f, T g, T o, T c_prev, T c_new, T dh, T* dc, T* dzi, T* dzf, T* dzg, T* dzo) {
-  T tanh_c = tanh(c_new);
+  T tanh_c = Act::tanh_of(c_new);
   T dc_total = *dc + dh * o * (T(1) - tanh_c * tanh_c);
   *dzo = dh * tanh_c * o * (T(1) - o);
   *dzi = dc_total * g * i * (T(1) - i);

@@ -49,10 +49,15 @@ TG_HD T softmax_backward_element(T grad, T y, T dot) {
   return y * (grad - dot);
 }
 
-// `grad_sum` is sum over the row of g.
+// `grad_sum` is sum over the row of g; `softmax_y` is exp(y), for a caller with its own exp.
+template <class T>
+TG_HD T log_softmax_backward_from_softmax(T grad, T softmax_y, T grad_sum) {
+  return grad - softmax_y * grad_sum;
+}
+
 template <class T>
 TG_HD T log_softmax_backward_element(T grad, T y, T grad_sum) {
-  return grad - exp_of(y) * grad_sum;
+  return log_softmax_backward_from_softmax(grad, exp_of(y), grad_sum);
 }
 
 }  // namespace tapegrad::math
