@@ -3,7 +3,8 @@
 // one output row or column is a matrix-vector product: GEMV reads the matrix once, where GEMM would
 // first pack all of it (the whole cost of an LSTM step at batch 1).
 #include <cblas.h>
-#include <omp.h>
+
+#include <vector>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
@@ -51,11 +52,146 @@ void gemm_call(const BlasOperand& a, const BlasOperand& b, T* c, int64_t ldc, in
   }
 }
 
-// y (len_y, stride inc_y) = alpha * op(M) x + beta * y, M row-major with leading dimension `lead`,
-// `rows` x `cols` as stored.
+// Note [small matrix-vector products]: OpenBLAS threads a GEMV from about 10k elements on, and its
+// thread count is one process-wide setting (no per-call count in 0.3.21; lowering it around a call
+// frees buffers another thread's call may be using). A GEMV of under kSerialMacs multiply-adds
+// (a few microseconds: the per-step product of a batch-1 LSTM with H = 128 is 64k) runs instead
+// in the loops below on the calling thread, where waking a second thread would cost about as much
+// as it saves and, on a busy machine, can wait a whole time slice for that thread.
+constexpr int64_t kSerialMacs = int64_t{1} << 20;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+// One copy of each loop per instruction set, picked when the library loads (the build targets
+// baseline x86-64). The loop templates are forced inline so each copy is compiled for its set.
+#define TG_GEMV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TG_GEMV_CLONES
+#endif
+#if defined(__GNUC__)
+#define TG_GEMV_INLINE inline __attribute__((always_inline))
+#else
+#define TG_GEMV_INLINE inline
+#endif
+
+// y[i * inc_y] = alpha * (row i of M) . x + beta * y[i * inc_y] for M rows x cols row-major with
+// leading dimension `lead`, x contiguous. Four rows share each load of x. beta = 0 sets y.
+template <class T>
+TG_GEMV_INLINE void serial_gemv_rows(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x, T beta,
+                             T* y, int64_t inc_y) {
+  auto store = [&](int64_t i, T dot) {
+    T& out = y[i * inc_y];
+    out = beta == T(0) ? alpha * dot : alpha * dot + beta * out;
+  };
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const T *r0 = mat + i * lead, *r1 = r0 + lead, *r2 = r1 + lead, *r3 = r2 + lead;
+    T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+    for (int64_t j = 0; j < cols; ++j) {
+      a0 += r0[j] * x[j];
+      a1 += r1[j] * x[j];
+      a2 += r2[j] * x[j];
+      a3 += r3[j] * x[j];
+    }
+    store(i, a0);
+    store(i + 1, a1);
+    store(i + 2, a2);
+    store(i + 3, a3);
+  }
+  for (; i < rows; ++i) {
+    const T* r = mat + i * lead;
+    T a = 0;
+#pragma omp simd reduction(+ : a)
+    for (int64_t j = 0; j < cols; ++j) a += r[j] * x[j];
+    store(i, a);
+  }
+}
+
+// y[j] = alpha * sum_i M[i, j] x[i] + beta * y[j] (y contiguous, cols long): M^T x as scaled rows
+// of M added into y, four rows per pass over y.
+template <class T>
+TG_GEMV_INLINE void serial_gemv_columns(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x, T beta,
+                                T* y) {
+  if (beta == T(0)) {
+    for (int64_t j = 0; j < cols; ++j) y[j] = T(0);
+  } else if (beta != T(1)) {
+    for (int64_t j = 0; j < cols; ++j) y[j] *= beta;
+  }
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const T *r0 = mat + i * lead, *r1 = r0 + lead, *r2 = r1 + lead, *r3 = r2 + lead;
+    const T s0 = alpha * x[i], s1 = alpha * x[i + 1], s2 = alpha * x[i + 2], s3 = alpha * x[i + 3];
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] += s0 * r0[j] + s1 * r1[j] + s2 * r2[j] + s3 * r3[j];
+  }
+  for (; i < rows; ++i) {
+    const T* r = mat + i * lead;
+    const T s = alpha * x[i];
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] += s * r[j];
+  }
+}
+
+// The cloned entry points (target_clones takes plain functions, not templates).
+TG_GEMV_CLONES void serial_gemv_rows_f32(int64_t rows, int64_t cols, float alpha, const float* mat, int64_t lead,
+                                         const float* x, float beta, float* y, int64_t inc_y) {
+  serial_gemv_rows<float>(rows, cols, alpha, mat, lead, x, beta, y, inc_y);
+}
+TG_GEMV_CLONES void serial_gemv_rows_f64(int64_t rows, int64_t cols, double alpha, const double* mat, int64_t lead,
+                                         const double* x, double beta, double* y, int64_t inc_y) {
+  serial_gemv_rows<double>(rows, cols, alpha, mat, lead, x, beta, y, inc_y);
+}
+TG_GEMV_CLONES void serial_gemv_columns_f32(int64_t rows, int64_t cols, float alpha, const float* mat, int64_t lead,
+                                            const float* x, float beta, float* y) {
+  serial_gemv_columns<float>(rows, cols, alpha, mat, lead, x, beta, y);
+}
+TG_GEMV_CLONES void serial_gemv_columns_f64(int64_t rows, int64_t cols, double alpha, const double* mat,
+                                            int64_t lead, const double* x, double beta, double* y) {
+  serial_gemv_columns<double>(rows, cols, alpha, mat, lead, x, beta, y);
+}
+
+// y (stride inc_y) = alpha * op(M) x + beta * y, M row-major `rows` x `cols` as stored with leading
+// dimension `lead`; x has stride inc_x >= 1. beta = 0 sets y (its old contents are never read).
 template <class T>
 void gemv_call(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, double alpha, const T* mat, int64_t lead,
                const T* x, int64_t inc_x, double beta, T* y, int64_t inc_y) {
+  const int64_t len_x = trans == CblasNoTrans ? cols : rows, len_y = trans == CblasNoTrans ? rows : cols;
+  if (rows * cols < kSerialMacs) {
+    std::vector<T> x_copy, y_copy;
+    if (inc_x != 1) {  // gathered, so the inner loops run over unit strides
+      x_copy.resize(static_cast<size_t>(len_x));
+      for (int64_t i = 0; i < len_x; ++i) x_copy[static_cast<size_t>(i)] = x[i * inc_x];
+      x = x_copy.data();
+    }
+    const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
+    if (trans == CblasNoTrans) {
+      if constexpr (std::is_same_v<T, float>) {
+        serial_gemv_rows_f32(rows, cols, a, mat, lead, x, b, y, inc_y);
+      } else {
+        serial_gemv_rows_f64(rows, cols, a, mat, lead, x, b, y, inc_y);
+      }
+      return;
+    }
+    T* y_out = y;
+    if (inc_y != 1) {
+      y_copy.resize(static_cast<size_t>(len_y));
+      if (beta != 0)
+        for (int64_t j = 0; j < len_y; ++j) y_copy[static_cast<size_t>(j)] = y[j * inc_y];
+      y_out = y_copy.data();
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      serial_gemv_columns_f32(rows, cols, a, mat, lead, x, b, y_out);
+    } else {
+      serial_gemv_columns_f64(rows, cols, a, mat, lead, x, b, y_out);
+    }
+    if (inc_y != 1)
+      for (int64_t j = 0; j < len_y; ++j) y[j * inc_y] = y_copy[static_cast<size_t>(j)];
+    return;
+  }
+  // With beta = 0, y is cleared first: uninitialised memory (a NaN pattern) must never meet a GEMV
+  // that scales it by 0 instead of setting it.
+  if (beta == 0)
+    for (int64_t j = 0; j < len_y; ++j) y[j * inc_y] = T(0);
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemv(CblasRowMajor, trans, rows, cols, static_cast<float>(alpha), mat, lead, x, inc_x,
                 static_cast<float>(beta), y, inc_y);
@@ -94,29 +230,6 @@ void matrix_times_column(const Tensor& a, const Tensor& b, T* out, int64_t ldc, 
   }
 }
 
-// Products under this many multiply-adds (about 10 microseconds on one core) run on the calling
-// thread: waking a second thread costs more than it saves there, and on a busy machine an OpenMP
-// region can wait a whole time slice for its second thread. The per-step GEMV of a batch-1 LSTM is
-// well below it, the per-step GEMM of a batch-64 LSTM with H = 128 (4M) above.
-constexpr int64_t kSerialMacs = int64_t{1} << 20;
-
-// OpenBLAS (its OpenMP build) takes its thread count from the calling thread's OpenMP setting at
-// each call; a small product runs on the calling thread by lowering that setting around the call.
-class SerialBlasScope {
- public:
-  explicit SerialBlasScope(int64_t macs) : previous_(macs < kSerialMacs ? omp_get_max_threads() : 1) {
-    if (previous_ > 1) omp_set_num_threads(1);
-  }
-  ~SerialBlasScope() {
-    if (previous_ > 1) omp_set_num_threads(previous_);
-  }
-  SerialBlasScope(const SerialBlasScope&) = delete;
-  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
-
- private:
-  int previous_;
-};
-
 }  // namespace
 
 // out = alpha * a @ b + beta * out. Accumulates into out when beta = 1; out must have unit column
@@ -134,13 +247,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
         for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = beta == 0 ? T(0) : static_cast<T>(beta) * c[i * ldc + j];
       return;
     }
-    SerialBlasScope serial(n * m * k);
     if (n == 1 || m == 1) {
-      // The output is a vector: with beta = 0 it is cleared first, so that uninitialised memory (a
-      // NaN pattern) never meets a GEMV that might scale it by 0 instead of setting it.
-      if (beta == 0)
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = T(0);
       if (n == 1) {
         row_times_matrix<T>(a, b, c, m, k, alpha, beta);
       } else {
