@@ -51,7 +51,7 @@ size_t class_bytes(int cls) {
   return (size_t{1} << e) + j * (size_t{1} << (e - 2));
 }
 
-bool env_flag_off(const char* name) {
+[[maybe_unused]] bool env_flag_off(const char* name) {  // unused under AddressSanitizer
   const char* value = std::getenv(name);
   if (value == nullptr) return false;
   std::string v(value);
