@@ -60,7 +60,8 @@ void gemm_call(const BlasOperand& a, const BlasOperand& b, T* c, int64_t ldc, in
 // as it saves and, on a busy machine, can wait a whole time slice for that thread.
 constexpr int64_t kSerialMacs = int64_t{1} << 20;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+// Not under ThreadSanitizer: its runtime is not ready when the loader runs ifunc resolvers.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 // One copy of each loop per instruction set, picked when the library loads (the build targets
 // baseline x86-64). The loop templates are forced inline so each copy is compiled for its set.
 #define TG_GEMV_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -27,7 +27,8 @@
 // The library is built for the baseline x86-64 so that it runs anywhere; the hot loops are also
 // compiled for AVX2 and AVX-512 and the best one the CPU supports is picked once, at load time
 // (an ifunc). Elsewhere (other compilers or architectures) they are compiled once.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+// Not under ThreadSanitizer: its runtime is not ready when the loader runs ifunc resolvers.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 #define TG_OPTIM_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
 #else
 #define TG_OPTIM_CLONES

@@ -18,7 +18,8 @@
 // Compiles a function three times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and the
 // baseline, and lets the dynamic loader pick one for the CPU it runs on (an ifunc), so the
 // installed library stays portable while hot loops use the widest vectors available.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+// Not under ThreadSanitizer: its runtime is not ready when the loader runs ifunc resolvers.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 #define TG_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TG_VECTOR_CLONES
