@@ -3,7 +3,7 @@
 // - all operands contiguous and their pointers aligned: a grid-stride loop over 16-byte vectors
 //   (V elements per step, V = 16 / the widest element), then a scalar tail of fewer than V elements;
 // - anything else: a grid-stride loop over elements, each operand mapping the linear index to its
-//   own offset through an OperandIndex.
+//   own offset through a StridedIndex (strided_index.h).
 // `out` may alias an input element for element (in-place ops): every thread reads its inputs before
 // it writes, and no two threads touch the same element.
 #pragma once
@@ -15,6 +15,7 @@
 
 #include "dispatch.h"
 #include "launch.h"
+#include "strided_index.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/tensor.h"
 
@@ -32,51 +33,11 @@ struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
-constexpr int kMaxOperandDims = 12;
-
-// Maps the row-major linear index of an element of the common shape to its element offset in one
-// operand. Dims are coalesced on the host (size-1 dims dropped, contiguous neighbours merged), so a
-// contiguous or fully broadcast operand has one dim and costs no division.
-struct OperandIndex {
-  int ndim = 0;
-  int64_t sizes[kMaxOperandDims];    // innermost first
-  int64_t strides[kMaxOperandDims];  // in elements
-
-  __device__ __forceinline__ int64_t offset(int64_t linear) const {
-    if (ndim == 1) return linear * strides[0];
-    int64_t off = 0;
-    for (int d = 0; d < ndim; ++d) {
-      off += (linear % sizes[d]) * strides[d];
-      linear /= sizes[d];
-    }
-    return off;
-  }
-};
-
-inline OperandIndex make_operand_index(const Tensor& t) {
-  OperandIndex index;
-  const Shape& sizes = t.sizes();
-  const Shape& strides = t.strides();
-  for (size_t d = sizes.size(); d-- > 0;) {
-    if (sizes[d] == 1) continue;
-    if (index.ndim > 0 && strides[d] == index.strides[index.ndim - 1] * index.sizes[index.ndim - 1]) {
-      index.sizes[index.ndim - 1] *= sizes[d];
-      continue;
-    }
-    TG_CHECK(index.ndim < kMaxOperandDims, "cuda pointwise kernels support at most ", kMaxOperandDims,
-             " non-mergeable dims, got shape ", shape_str(sizes), " with strides ", shape_str(strides));
-    index.sizes[index.ndim] = sizes[d];
-    index.strides[index.ndim] = strides[d];
-    ++index.ndim;
-  }
-  return index;
-}
-
 // One operand of the strided path.
 template <class T>
 struct StridedPtr {
   T* data;
-  OperandIndex index;
+  StridedIndex index;
 
   __device__ __forceinline__ T& operator[](int64_t linear) const { return data[index.offset(linear)]; }
 };
@@ -110,7 +71,7 @@ inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<ui
 
 template <class T>
 StridedPtr<T> strided_ptr(const Tensor& t) {
-  return StridedPtr<T>{static_cast<T*>(t.data_ptr()), make_operand_index(t)};
+  return StridedPtr<T>{static_cast<T*>(t.data_ptr()), make_strided_index(t)};
 }
 
 // Runs f over every element of `out` on current_stream(). Out and In... are the element types (the

@@ -19,6 +19,7 @@ struct StridedIndex {
   int64_t strides[kMaxIndexDims];  // in elements
 
   TG_HD int64_t offset(int64_t linear) const {
+    if (ndim == 1) return linear * strides[0];  // contiguous or fully broadcast: no division
     int64_t off = 0;
     for (int d = 0; d < ndim; ++d) {
       int64_t i = linear % sizes[d];
