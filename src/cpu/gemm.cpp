@@ -1,13 +1,15 @@
 // Matrix products through OpenBLAS. A 2-D operand whose strides are (lead, 1) is read as row-major,
 // one with (1, lead) as its transpose; anything else is copied to contiguous first. A product with
 // one output row or column is a matrix-vector product: GEMV reads the matrix once, where GEMM would
-// first pack all of it (the whole cost of an LSTM step at batch 1).
+// first pack all of it (the whole cost of an LSTM step at batch 1). Float products may instead go
+// through tapegrad's own AVX-512 kernel (sgemm_avx512.cpp says when and why).
 #include <cblas.h>
 
 #include <vector>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
+#include "cpu/sgemm_avx512.h"
 #include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cpu {
@@ -255,6 +257,14 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
         matrix_times_column<T>(a, b, c, ldc, n, k, alpha, beta);
       }
       return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (use_sgemm_avx512()) {  // reads any strides: no contiguous copies
+        sgemm_avx512(n, m, k, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()), a.stride(0),
+                     a.stride(1), static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1),
+                     static_cast<float>(beta), c, ldc);
+        return;
+      }
     }
     BlasOperand oa = as_blas(a, n, k), ob = as_blas(b, k, m);
     gemm_call<T>(oa, ob, c, ldc, n, m, k, static_cast<const T*>(oa.tensor.data_ptr()),

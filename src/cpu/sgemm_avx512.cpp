@@ -1,0 +1,226 @@
+// Note [why our own sgemm]: OpenBLAS chooses its kernels by CPU model when it loads, and a release
+// that predates a CPU falls back to an older family's: Debian's 0.3.21 runs its AVX2 (Haswell)
+// sgemm on Zen 4 and Zen 5, whose AVX-512 units then do half the work they could (about 130 against
+// 250 GFLOP/s per core on Zen 5). The choice is made before any of our code runs and has no API,
+// so float products on such CPUs go through this kernel instead (runtime.cpp decides; double stays
+// with OpenBLAS). It is the usual blocked design: a 12 x 32 register tile of C (24 accumulators),
+// A packed in blocks that stay in L2, B packed in 32-column panels that stay in L1 while every row
+// tile of the A block passes over them. B with contiguous rows and few rows of A is read in place
+// instead, since packing it would cost about as much as the product (an LSTM's recurrent step).
+#include "cpu/sgemm_avx512.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tapegrad/runtime.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TG_HAVE_AVX512_SGEMM 1
+#include <immintrin.h>
+#endif
+
+namespace tapegrad::cpu {
+
+#ifdef TG_HAVE_AVX512_SGEMM
+
+namespace {
+
+#define TG_AVX512 __attribute__((target("avx512f")))
+
+constexpr int kMr = 12;       // rows of a register tile
+constexpr int kNr = 32;       // columns of a register tile: two 16-float vectors
+constexpr int64_t kKc = 256;  // depth of a packed block: a B panel is 32 KiB, for L1
+constexpr int64_t kMc = 144;  // rows of a packed A block (a multiple of kMr): 144 KiB, for L2
+// Below this many multiply-adds a product stays on the calling thread: waking the other threads
+// costs a few microseconds, as much as ~1M multiply-adds take.
+constexpr int64_t kParallelMacs = int64_t{1} << 20;
+
+// A 64-byte aligned scratch buffer per thread, grown on demand and kept: packing happens on every
+// call, and allocating there would put malloc on the path of every LSTM step.
+float* scratch(std::vector<float>& buffer, int64_t floats) {
+  const size_t need = static_cast<size_t>(floats) + 16;
+  if (buffer.size() < need) buffer.resize(need);
+  auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return reinterpret_cast<float*>((address + 63) & ~uintptr_t{63});
+}
+
+// Rows [0, rows) by depth [0, kc) of A into tiles of kMr rows: for each depth p a tile holds its kMr
+// values side by side (zeros past the last row), the order in which the kernel broadcasts them.
+void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, float* out) {
+  for (int64_t t = 0; t < rows; t += kMr, out += kc * kMr) {
+    const int64_t r = std::min<int64_t>(kMr, rows - t);
+    if (r < kMr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kMr));
+    if (cs == 1) {  // rows contiguous: read along them
+      for (int64_t i = 0; i < r; ++i) {
+        const float* row = a + (t + i) * rs;
+        for (int64_t p = 0; p < kc; ++p) out[p * kMr + i] = row[p];
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < r; ++i) out[p * kMr + i] = a[(t + i) * rs + p * cs];
+    }
+  }
+}
+
+// Depth [0, kc) by columns [0, cols) of B into panels of kNr columns (zeros past the last column).
+void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float* out) {
+  for (int64_t j = 0; j < cols; j += kNr, out += kc * kNr) {
+    const int64_t w = std::min<int64_t>(kNr, cols - j);
+    if (w < kNr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kNr));
+    if (cs == 1) {
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * kNr, b + p * rs + j, sizeof(float) * static_cast<size_t>(w));
+    } else {  // columns contiguous (a transposed operand): read along them
+      for (int64_t jj = 0; jj < w; ++jj) {
+        const float* column = b + (j + jj) * cs;
+        for (int64_t p = 0; p < kc; ++p) out[p * kNr + jj] = column[p * rs];
+      }
+    }
+  }
+}
+
+__mmask16 lanes(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// C[R x w] = alpha * (A tile)(B panel) + beta * C for one register tile. a: the packed tile (stride
+// kMr per depth); b: the panel's first row, rows ldb apart; m0, m1: the columns of each half that
+// exist (masked loads never touch memory past the matrix edge).
+template <int R>
+TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t ldb,
+                           float* __restrict c, int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, float beta) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb);
+    const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
+    const float* ap = a + p * kMr;
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ap[r]);
+      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
+    if (beta != 0.0f) {  // beta = 0 must not read C: it may hold anything, NaN included
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), x1);
+    }
+    _mm512_mask_storeu_ps(row, m0, x0);
+    _mm512_mask_storeu_ps(row + 16, m1, x1);
+  }
+}
+
+using TileKernel = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, __mmask16, __mmask16, float,
+                            float);
+constexpr TileKernel kTileKernels[kMr + 1] = {nullptr,         tile_kernel<1>, tile_kernel<2>,  tile_kernel<3>,
+                                              tile_kernel<4>,  tile_kernel<5>, tile_kernel<6>,  tile_kernel<7>,
+                                              tile_kernel<8>,  tile_kernel<9>, tile_kernel<10>, tile_kernel<11>,
+                                              tile_kernel<12>};
+
+struct Operands {
+  int64_t m, n, k;
+  float alpha;
+  const float* a;
+  int64_t a_rs, a_cs;
+  const float* b;
+  int64_t b_rs, b_cs;
+  float beta;
+  float* c;
+  int64_t ldc;
+};
+
+// Columns [j0, j1) and rows [i0, i1) of C, on the calling thread.
+void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> a_buffer, b_buffer;
+  const int64_t rows = i1 - i0, cols = j1 - j0;
+  if (rows <= 0 || cols <= 0) return;
+  const bool b_in_place = o.b_cs == 1 && rows <= kMc;
+  float* a_pack = scratch(a_buffer, kMc * kKc);
+  float* b_pack = b_in_place ? nullptr : scratch(b_buffer, kKc * ((cols + kNr - 1) / kNr) * kNr);
+  for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, o.k - p0);
+    const float beta = p0 == 0 ? o.beta : 1.0f;  // later depth blocks add to what the first wrote
+    const float* b_block = o.b + p0 * o.b_rs + j0 * o.b_cs;
+    if (!b_in_place) pack_b(b_block, o.b_rs, o.b_cs, kc, cols, b_pack);
+    for (int64_t ib = i0; ib < i1; ib += kMc) {
+      const int64_t mc = std::min(kMc, i1 - ib);
+      pack_a(o.a + ib * o.a_rs + p0 * o.a_cs, o.a_rs, o.a_cs, mc, kc, a_pack);
+      for (int64_t j = 0; j < cols; j += kNr) {
+        const __mmask16 m0 = lanes(cols - j), m1 = lanes(cols - j - 16);
+        const float* panel = b_in_place ? b_block + j : b_pack + (j / kNr) * kc * kNr;
+        const int64_t ldb = b_in_place ? o.b_rs : kNr;
+        for (int64_t i = 0; i < mc; i += kMr) {
+          const int r = static_cast<int>(std::min<int64_t>(kMr, mc - i));
+          kTileKernels[r](kc, a_pack + (i / kMr) * kc * kMr, panel, ldb, o.c + (ib + i) * o.ldc + j0 + j, o.ldc, m0, m1,
+                          o.alpha, beta);
+        }
+      }
+    }
+  }
+}
+
+// [begin, end) cut into `parts` near-equal ranges whose inner edges fall on multiples of `align`.
+int64_t split_point(int64_t begin, int64_t end, int part, int parts, int64_t align) {
+  if (part >= parts) return end;
+  const int64_t units = (end - begin + align - 1) / align;
+  return std::min(end, begin + (units * part / parts) * align);
+}
+
+}  // namespace
+
+bool sgemm_avx512_available() {
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+}
+
+void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {  // no product: C = beta * C, and beta = 0 clears it
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const Operands o{m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, ldc};
+  const int threads = get_num_threads();
+  const int64_t macs = m * n * k;
+  if (threads <= 1 || macs < kParallelMacs || omp_in_parallel()) {
+    gemm_block(o, 0, m, 0, n);
+    return;
+  }
+  // Each thread takes a slab of C: columns when there are enough panels for all (every thread then
+  // reads all of A, which is the smaller operand in the products that matter here), rows otherwise.
+  const bool by_columns = n >= static_cast<int64_t>(threads) * kNr;
+  const int64_t units = by_columns ? (n + kNr - 1) / kNr : (m + kMr - 1) / kMr;
+  const int use = static_cast<int>(std::min<int64_t>(threads, units));
+#pragma omp parallel num_threads(use)
+  {
+    const int part = omp_get_thread_num(), parts = omp_get_num_threads();
+    if (by_columns) {
+      gemm_block(o, 0, m, split_point(0, n, part, parts, kNr), split_point(0, n, part + 1, parts, kNr));
+    } else {
+      gemm_block(o, split_point(0, m, part, parts, kMr), split_point(0, m, part + 1, parts, kMr), 0, n);
+    }
+  }
+}
+
+#else  // no x86-64 AVX-512 kernel in this build
+
+bool sgemm_avx512_available() { return false; }
+
+void sgemm_avx512(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, int64_t,
+                  float, float*, int64_t) {}
+
+#endif
+
+}  // namespace tapegrad::cpu

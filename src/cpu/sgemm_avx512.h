@@ -1,0 +1,23 @@
+// tapegrad's own float GEMM for CPUs with AVX-512 (see Note [why our own sgemm] in sgemm_avx512.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace tapegrad::cpu {
+
+// Whether this build has the kernel and this CPU can run it (AVX-512F).
+bool sgemm_avx512_available();
+
+// Whether float products go through sgemm_avx512 now (gemm_selection.cpp: set_cpu_gemm and
+// TAPEGRAD_CPU_GEMM decide).
+bool use_sgemm_avx512();
+
+// C = alpha * A B + beta * C, where A is m x k with element (i, p) at a[i * a_rs + p * a_cs], B is
+// k x n with element (p, j) at b[p * b_rs + j * b_cs], and C is m x n row-major with leading
+// dimension ldc. Any strides are accepted (rows or columns contiguous are the fast cases). beta = 0
+// sets C: its old contents are never read. Threads over the shared OpenMP pool when the product
+// is large enough, serial inside a parallel region. Requires sgemm_avx512_available().
+void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc);
+
+}  // namespace tapegrad::cpu
