@@ -1,8 +1,9 @@
 // tapegrad_compare: the named configurations trained by tapegrad and by LibTorch in one process,
 // from the same initial weights (a safetensors file both sides read) on the same data, alternating
-// between the two, on the same threads; prints ms per step, the ratio tapegrad/LibTorch and both
-// sides' losses, which must agree. Without LibTorch (or with --device cuda) it times tapegrad
-// alone and leaves the weights, data and results in --out for benchmarks/compare/pytorch_compare.py.
+// between the two, on the same threads; prints ms per step, the ratio tapegrad/LibTorch, each side's
+// GFLOP/s against an sgemm ceiling measured at the start of the run, and both sides' losses, which
+// must agree. Without LibTorch (or with --device cuda) it times tapegrad alone and leaves the
+// weights, data and results in --out for benchmarks/compare/pytorch_compare.py.
 #include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -164,6 +165,7 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   CompareRow row;
   row.config = c.name;
   row.batch = batch;
+  row.gemm_flops_per_example = c.shape.gemm_flops_per_example();
   row.steps = alternate(sides, budget_s, [&] {
     our_first = our_loss.item();
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
@@ -190,7 +192,8 @@ int main(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("cpu"))("out", "folder for the weights, data and results.json",
                                                            cxxopts::value<std::string>()->default_value("compare_out"))(
       "seed", "seed of the initial weights (the data uses seed + 1)", cxxopts::value<uint64_t>()->default_value("0"))(
-      "no-libtorch", "time tapegrad alone")("h,help", "this help");
+      "no-libtorch", "time tapegrad alone")("no-ceiling", "skip measuring the sgemm ceiling (about a second)")(
+      "h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
     if (args.count("help")) {
@@ -221,7 +224,21 @@ int main(int argc, char** argv) {
 #endif
     report.system = system_info();
     std::printf("tapegrad_compare on %s\n%s", device.str().c_str(), describe(report.system).c_str());
-    std::printf("libtorch: %s\n\n", report.libtorch.c_str());
+    std::printf("libtorch: %s\n", report.libtorch.c_str());
+    std::fflush(stdout);
+    // Measured here, on the threads and the (shared) machine of this very run, so that the percentages
+    // are not against a figure taken on another day or under another load.
+    if (args.count("no-ceiling")) {
+      std::printf("sgemm ceiling: not measured (--no-ceiling)\n");
+    } else if (!device.is_cpu()) {
+      std::printf("sgemm ceiling: not measured (a CPU figure; the tapegrad side runs on %s)\n", device.str().c_str());
+    } else {
+      const SgemmCeiling& c = report.ceiling.emplace(measure_sgemm_ceiling());
+      std::printf(
+          "sgemm ceiling, %d threads: OpenBLAS %.0f GFLOP/s, tapegrad matmul %.0f GFLOP/s (%lld^3, best of %d)\n",
+          c.threads, c.openblas_gflops, c.tapegrad_gflops, static_cast<long long>(c.n), c.calls);
+    }
+    std::printf("\n");
     std::fflush(stdout);
 
     for (const Selection& sel : select(args["configs"].as<std::string>())) {
@@ -241,6 +258,9 @@ int main(int argc, char** argv) {
     std::printf(
         "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below 1 "
         "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"
+        "GF/s: GEMM work of forward and backward (elementwise work left out, so a floor) x batch / median ms; "
+        "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (the faster of OpenBLAS and tapegrad "
+        "matmul).\n"
         "loss1/lossN: loss at the first and the last (N-th) step, same weights and data on both sides; 'agree' "
         "within %.0e relative.\n",
         kLossTolerance);

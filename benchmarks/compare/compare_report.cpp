@@ -25,17 +25,40 @@ double CompareRow::loss_rel_diff() const {
   return std::max(rel(tapegrad.first_loss, libtorch->first_loss), rel(tapegrad.final_loss, libtorch->final_loss));
 }
 
+namespace {
+
+double gflops(double flops_per_example, int64_t batch, double ms) {
+  return ms > 0 ? flops_per_example * static_cast<double>(batch) / (ms * 1e-3) * 1e-9 : 0;
+}
+
+}  // namespace
+
+double CompareRow::tapegrad_gflops() const { return gflops(gemm_flops_per_example, batch, tapegrad.median_ms); }
+
+std::optional<double> CompareRow::libtorch_gflops() const {
+  if (!libtorch) return std::nullopt;
+  return gflops(gemm_flops_per_example, batch, libtorch->median_ms);
+}
+
+std::optional<double> CompareReport::percent_of_ceiling(const CompareRow& row) const {
+  if (!ceiling || ceiling->gflops() <= 0) return std::nullopt;
+  return 100 * row.tapegrad_gflops() / ceiling->gflops();
+}
+
 std::string format_table(const CompareReport& report) {
   std::ostringstream out;
   char line[320];
-  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %10s %10s %10s %10s %5s  %s\n", "config", "batch",
-                "tapegrad ms", "libtorch ms", "tg/lt", "min-min", "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N",
-                "losses");
+  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %5s  %s\n",
+                "config", "batch", "tapegrad ms", "libtorch ms", "tg/lt", "min-min", "tg GF/s", "lt GF/s", "tg %ceil",
+                "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N", "losses");
   out << line;
   for (const CompareRow& r : report.rows) {
     char lt_ms[32] = "-", ratio[32] = "-", min_ratio[32] = "-", l1[32] = "-", ln[32] = "-";
+    char lt_gflops[32] = "-", percent[32] = "-";
     const char* agree = "-";
+    if (std::optional<double> p = report.percent_of_ceiling(r)) std::snprintf(percent, sizeof percent, "%.0f%%", *p);
     if (r.libtorch) {
+      std::snprintf(lt_gflops, sizeof lt_gflops, "%.1f", *r.libtorch_gflops());
       std::snprintf(lt_ms, sizeof lt_ms, "%.3f", r.libtorch->median_ms);
       std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
       std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
@@ -43,9 +66,11 @@ std::string format_table(const CompareReport& report) {
       std::snprintf(ln, sizeof ln, "%.6f", r.libtorch->final_loss);
       agree = r.loss_rel_diff() <= kLossTolerance ? "agree" : "MISMATCH";
     }
-    std::snprintf(line, sizeof line, "%-12s %6lld %12.3f %12s %7s %8s %10.6f %10s %10.6f %10s %5lld  %s\n",
+    std::snprintf(line, sizeof line,
+                  "%-12s %6lld %12.3f %12s %7s %8s %8.1f %8s %8s %10.6f %10s %10.6f %10s %5lld  %s\n",
                   r.config.c_str(), static_cast<long long>(r.batch), r.tapegrad.median_ms, lt_ms, ratio, min_ratio,
-                  r.tapegrad.first_loss, l1, r.tapegrad.final_loss, ln, static_cast<long long>(r.steps), agree);
+                  r.tapegrad_gflops(), lt_gflops, percent, r.tapegrad.first_loss, l1, r.tapegrad.final_loss, ln,
+                  static_cast<long long>(r.steps), agree);
     out << line;
   }
   return out.str();
@@ -62,6 +87,20 @@ void write_json(const CompareReport& report, const std::string& path) {
   doc["timing"] =
       "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
       "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
+  doc["gflops"] =
+      "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out) x batch / median "
+      "step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+  if (report.ceiling) {
+    const SgemmCeiling& c = *report.ceiling;
+    doc["sgemm_ceiling"] = {{"n", c.n},
+                            {"calls", c.calls},
+                            {"threads", c.threads},
+                            {"openblas_gflops", c.openblas_gflops},
+                            {"tapegrad_matmul_gflops", c.tapegrad_gflops},
+                            {"gflops", c.gflops()}};
+  } else {
+    doc["sgemm_ceiling"] = nullptr;
+  }
   for (const CompareRow& r : report.rows) {
     json row = {{"config", r.config},
                 {"batch", r.batch},
@@ -69,12 +108,16 @@ void write_json(const CompareReport& report, const std::string& path) {
                 {"tapegrad_ms", r.tapegrad.median_ms},
                 {"tapegrad_min_ms", r.tapegrad.min_ms},
                 {"tapegrad_first_loss", r.tapegrad.first_loss},
-                {"tapegrad_final_loss", r.tapegrad.final_loss}};
+                {"tapegrad_final_loss", r.tapegrad.final_loss},
+                {"gemm_flops_per_example", r.gemm_flops_per_example},
+                {"tapegrad_gflops", r.tapegrad_gflops()}};
+    if (std::optional<double> p = report.percent_of_ceiling(r)) row["tapegrad_percent_of_ceiling"] = *p;
     if (r.libtorch) {
       row["libtorch_ms"] = r.libtorch->median_ms;
       row["libtorch_min_ms"] = r.libtorch->min_ms;
       row["libtorch_first_loss"] = r.libtorch->first_loss;
       row["libtorch_final_loss"] = r.libtorch->final_loss;
+      row["libtorch_gflops"] = *r.libtorch_gflops();
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();
       row["ratio_of_fastest_steps"] = r.tapegrad.min_ms / r.libtorch->min_ms;
       row["loss_rel_diff"] = r.loss_rel_diff();

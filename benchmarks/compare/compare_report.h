@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/system_info.h"
+#include "sgemm_ceiling.h"
 
 namespace tapegrad::bench {
 
@@ -18,6 +19,7 @@ struct CompareRow {
   std::string config;  // "lstm_small"
   int64_t batch = 0;
   int64_t steps = 0;  // per side, warm-up included; both sides run the same steps on the same data
+  double gemm_flops_per_example = 0;  // ModelShape::gemm_flops_per_example(): a floor on the work
   SideResult tapegrad;
   std::optional<SideResult> libtorch;
 
@@ -25,13 +27,20 @@ struct CompareRow {
   // Largest relative difference of the two first and the two final losses (0 without LibTorch);
   // losses under 0.01 are compared as if they were 0.01.
   double loss_rel_diff() const;
+  // GEMM work of a step over its median time; 0 (or none) when there is nothing to divide.
+  double tapegrad_gflops() const;
+  std::optional<double> libtorch_gflops() const;
 };
 
 struct CompareReport {
   SystemInfo system;
   std::string device;    // of the tapegrad side
   std::string libtorch;  // version, BLAS and parallel info, or why it is absent
+  std::optional<SgemmCeiling> ceiling;  // absent with --no-ceiling or a GPU tapegrad side
   std::vector<CompareRow> rows;
+
+  // tapegrad's GFLOP/s as a percentage of the ceiling, when one was measured.
+  std::optional<double> percent_of_ceiling(const CompareRow& row) const;
 };
 
 constexpr double kLossTolerance = 1e-3;  // relative; beyond it the row is flagged

@@ -1,0 +1,23 @@
+// The sgemm rate this machine reaches right now, measured in the same run as the training steps, so
+// that a configuration's GFLOP/s can be read as a distance to the hardware limit rather than alone.
+#pragma once
+
+#include <cstdint>
+
+namespace tapegrad::bench {
+
+struct SgemmCeiling {
+  int64_t n = 0;  // an n x n x n float product
+  int calls = 0;  // timed calls per side; the best one counts
+  int threads = 0;
+  double openblas_gflops = 0;  // cblas_sgemm directly
+  double tapegrad_gflops = 0;  // tapegrad::matmul, allocation of the result included
+  // The ceiling the percentages use: whichever path is faster is what the hardware can at least do.
+  double gflops() const { return openblas_gflops > tapegrad_gflops ? openblas_gflops : tapegrad_gflops; }
+};
+
+// Two warm-up calls then the best of `calls`, on the threads set with tapegrad::set_num_threads.
+// About 15 products of 17 GFLOP each at n = 2048: a second or so at 250 GFLOP/s.
+SgemmCeiling measure_sgemm_ceiling(int64_t n = 2048, int calls = 5);
+
+}  // namespace tapegrad::bench
