@@ -87,16 +87,18 @@ class Sgemm : public ::testing::Test {
 };
 
 TEST_F(Sgemm, MatchesReferenceAcrossTileAndBlockEdges) {
-  // 12 x 32 tiles, depth blocks of 256, row blocks of 144.
+  // 12 x 32 tiles, depth blocks of 256, row blocks of 144; a transposed B packs in 16 x 16 blocks,
+  // a transposed A in 12-row tiles.
   const int64_t sizes_mn[] = {1, 2, 11, 12, 13, 16, 17, 31, 32, 33, 47, 64, 145};
-  const int64_t depths[] = {1, 7, 256, 257, 600};
+  const int64_t depths[] = {1, 7, 16, 17, 256, 257, 600};
   for (int threads : {1, 2}) {
     ThreadCount guard(threads);
     for (int64_t m : sizes_mn)
       for (int64_t n : sizes_mn)
         for (int64_t k : depths) {
           if (m * n * k > 4'000'000) continue;
-          check_case({m, n, k, false, false, 1.0f, 0.0f});
+          for (bool a_transposed : {false, true})
+            for (bool b_transposed : {false, true}) check_case({m, n, k, a_transposed, b_transposed, 1.0f, 0.0f});
         }
   }
 }
@@ -110,6 +112,7 @@ TEST_F(Sgemm, EveryOperandLayout) {
         check_case({160, 33, 20, at, bt, 1.0f, 0.0f});
         check_case({64, 512, 128, at, bt, 1.0f, 1.0f});  // an LSTM step: B read in place
         check_case({300, 300, 513, at, bt, 1.0f, 0.0f});  // large enough to thread, several blocks
+        check_case({30, 1100, 70, at, bt, 1.0f, 0.5f});   // several 512-column blocks of B per thread
       }
   }
 }

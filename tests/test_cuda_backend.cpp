@@ -90,6 +90,9 @@ TEST(KernelTables, CpuFillsEverySlot) {
     if (name == "copy_from_cpu" || name == "copy_to_cpu") continue;  // the CPU's own copy covers these
     EXPECT_TRUE(filled) << slot;
   }
+  // Optional slots the CPU fills: the batch-parallel LSTM recurrence.
+  EXPECT_NE(backend::kernels(DeviceKind::CPU).lstm_recurrence_forward, nullptr);
+  EXPECT_NE(backend::kernels(DeviceKind::CPU).lstm_recurrence_backward, nullptr);
 }
 
 TEST(KernelTables, CudaFillsEverySlotWhereAGpuIsPresent) {

@@ -115,6 +115,38 @@ TEST_P(LstmLayer, GradcheckInFloat64) {
   EXPECT_TRUE(result.ok) << result.report;
 }
 
+// Large enough that the CPU runs the recurrence on two batch slices (Note [batch-parallel
+// recurrence] in src/cpu/lstm.cpp): 22 rows split 11 + 11, neither a multiple of a GEMM tile, and
+// with lengths some rows finish early or never start. Values and gradients must match the
+// step-by-step reference, and the split must not change any number.
+TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
+  const Case& c = GetParam();
+  const int saved_threads = get_num_threads();
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    LstmInputs in = make_inputs(12, 22, 9, 40, kFloat32, c.lengths, 21);
+    LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
+    objective(out, 6).backward();
+    std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
+    for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) results.push_back(t.grad());
+    return std::make_pair(in, results);
+  };
+  auto [in, two] = run(2);
+  auto one = run(1).second;
+  set_num_threads(saved_threads);
+
+  LstmLayerOutput ref = reference(in, c.reverse);
+  for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
+  objective(ref, 6).backward();
+  std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
+  for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) expected.push_back(t.grad());
+  const char* names[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_LT(relative_error(two[i], expected[i]), 2e-5) << names[i];
+    EXPECT_LT(relative_error(two[i], one[i]), 1e-6) << names[i] << ": one thread against two";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, LstmLayer,
                          ::testing::Values(Case{"forward", false, false}, Case{"reverse", true, false},
                                            Case{"forward_lengths", false, true}, Case{"reverse_lengths", true, true}),

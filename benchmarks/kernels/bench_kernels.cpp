@@ -25,6 +25,12 @@ const GemmShape kGemmShapes[] = {
     {"mlp_fashion_fc1_b256", 256, 784, 512},   {"lstm_small_recurrent_b64", 64, 128, 512},
     {"lstm_small_input_b64", 3200, 32, 512},   {"lstm_large_recurrent_b64", 64, 512, 2048},
     {"lstm_large_input_b64", 6400, 256, 2048}, {"square_1024", 1024, 1024, 1024},
+    {"square_2048", 2048, 2048, 2048},
+};
+// dgates [m, k] times W_hh [k, n] as stored: the product of an LSTM's backward step.
+const GemmShape kGemmShapesUntransposed[] = {
+    {"lstm_small_recurrent_grad_b64", 64, 512, 128},
+    {"lstm_large_recurrent_grad_b64", 64, 2048, 512},
 };
 
 void register_gemm(Device device) {
@@ -32,6 +38,13 @@ void register_gemm(Device device) {
     register_on(std::string("gemm/") + g.label, device, [g](benchmark::State& state, Device dev) {
       Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.n, g.k}).to(dev), y;
       time_loop(state, dev, [&] { y = mm(x, w.t()); });
+      set_flops(state, 2.0 * g.m * g.k * g.n);
+    });
+  }
+  for (const GemmShape& g : kGemmShapesUntransposed) {
+    register_on(std::string("gemm/") + g.label, device, [g](benchmark::State& state, Device dev) {
+      Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.k, g.n}).to(dev), y;
+      time_loop(state, dev, [&] { y = mm(x, w); });
       set_flops(state, 2.0 * g.m * g.k * g.n);
     });
   }

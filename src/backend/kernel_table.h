@@ -108,6 +108,21 @@ struct KernelTable {
   void (*lstm_cell_backward)(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
                              const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t) = nullptr;
 
+  // A layer's whole recurrence, for a backend that runs it better than lstm_layer's loop of one
+  // gemm and one cell call per step (optional; the CPU splits the batch across threads). Step s
+  // runs time t = reverse ? T-1-s : s; all tensors contiguous except grad_h_all.
+  // Forward: gates [T, B, 4H] holds the input projections plus biases; adds h_{t-1} W_hh^T (whh_t
+  // is W_hh^T, [H, 4H]), runs the cell and writes h_all and c_all [T, B, H].
+  void (*lstm_recurrence_forward)(const Tensor& gates, const Tensor& whh_t, const Tensor& h0, const Tensor& c0,
+                                  const Tensor& h_all, const Tensor& c_all, const Tensor& lengths,
+                                  bool reverse) = nullptr;
+  // Backward: gates holds the activations; grad_h_all [T, B, H] (any strides) is the gradient of
+  // h_all; dh and dc [B, H] hold the gradients of the last state and end as those of h0 and c0;
+  // writes every step's dgates [T, B, 4H].
+  void (*lstm_recurrence_backward)(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
+                                   const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
+                                   const Tensor& lengths, bool reverse) = nullptr;
+
   // One fused pass per parameter (param, grad and state read once, written once); all contiguous,
   // one dtype. momentum_buffer / max_exp_avg_sq are undefined when unused. Update in place.
   void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,

@@ -33,6 +33,8 @@ void register_cpu_backend() {
   t.scatter_add = cpu::scatter_add;
   t.lstm_cell_forward = cpu::lstm_cell_forward;
   t.lstm_cell_backward = cpu::lstm_cell_backward;
+  t.lstm_recurrence_forward = cpu::lstm_recurrence_forward;
+  t.lstm_recurrence_backward = cpu::lstm_recurrence_backward;
   t.sgd_step = cpu::sgd_step;
   t.adam_step = cpu::adam_step;
   t.sgd_step_many = cpu::sgd_step_many;

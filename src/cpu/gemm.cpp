@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
+#include "cpu/gemm_rows.h"
 #include "cpu/sgemm_avx512.h"
 #include "tapegrad/ops/creation.h"
 
@@ -270,6 +271,43 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
     gemm_call<T>(oa, ob, c, ldc, n, m, k, static_cast<const T*>(oa.tensor.data_ptr()),
                  static_cast<const T*>(ob.tensor.data_ptr()), alpha, beta);
   });
+}
+
+// C = A B + beta C, all row-major with unit column stride (gemm_rows.h). One row goes through the
+// GEMV paths above (serial when small); the rest through the same GEMMs as gemm().
+template <class T>
+void gemm_rows_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                    int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  if (m == 1) {  // y = x B, B stored [k, n]: B^T x
+    gemv_call<T>(CblasTrans, k, n, 1.0, b, ldb, a, 1, beta, c, 1);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_sgemm_avx512()) {
+      sgemm_avx512(m, n, k, 1.0f, a, lda, 1, b, ldb, 1, beta, c, ldc);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+               float* c, int64_t ldc) {
+  gemm_rows_impl<float>(m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+               double beta, double* c, int64_t ldc) {
+  gemm_rows_impl<double>(m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 // The same per batch: one BLAS call per matrix (OpenBLAS threads inside each call).

@@ -1,8 +1,10 @@
 // The fused LSTM cell on the CPU: one pass over [B, H] per timestep, parallel over rows when a
-// step has enough work. Float runs the shared formulas with the vectorisable activations of
-// vec_math.h, compiled per instruction set; double keeps the math library's (the gradchecks).
+// step has enough work; and the whole recurrence of a layer, parallel over slices of the batch.
+// Float runs the shared formulas with the vectorisable activations of vec_math.h, compiled per
+// instruction set; double keeps the math library's (the gradchecks).
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
+#include "cpu/gemm_rows.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 #include "math/lstm.h"
@@ -77,13 +79,82 @@ void backward_active(const double* a, const double* c_prev, const double* c_new,
                                               dz + hidden, dz + 2 * hidden, dz + 3 * hidden, hidden);
 }
 
+// Rows [b0, b1) of one step. z: the step's gates [B, 4H] (pre-activations in, activations out);
+// the states [B, H]. A finished row passes its state through and gets zero gates.
+template <class T>
+void forward_rows(T* z, const T* hp, const T* cp, T* hn, T* cn, const int64_t* len, int64_t t, int64_t hidden,
+                  int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b) {
+    T* zr = z + b * 4 * hidden;
+    const int64_t r = b * hidden;
+    if (!row_active(len, b, t)) {
+      for (int64_t j = 0; j < hidden; ++j) {
+        hn[r + j] = hp[r + j];
+        cn[r + j] = cp[r + j];
+      }
+      for (int64_t j = 0; j < 4 * hidden; ++j) zr[j] = T(0);
+      continue;
+    }
+    forward_active(zr, cp + r, cn + r, hn + r, hidden);
+  }
+}
+
+// Rows [b0, b1) of one step backward: a the step's activations, dz its gate gradients (written).
+template <class T>
+void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, const int64_t* len, int64_t t,
+                   int64_t hidden, int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b) {
+    T* dzr = dz + b * 4 * hidden;
+    const int64_t r = b * hidden;
+    if (!row_active(len, b, t)) {  // state passed through: so do its gradients
+      for (int64_t j = 0; j < 4 * hidden; ++j) dzr[j] = T(0);
+      continue;
+    }
+    backward_active(a + b * 4 * hidden, cp + r, cn + r, dhp + r, dcp + r, dzr, hidden);
+  }
+}
+
+const int64_t* lengths_data(const Tensor& lengths) {
+  return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
+}
+
+// Note [batch-parallel recurrence]: the rows of a batch are independent through the whole
+// recurrence (row b of step t's product needs only row b of h_{t-1}), so each thread can take a
+// slice of the batch and run every timestep on it alone: one parallel region for the sequence
+// instead of two per step, no barrier between steps, and each thread's product reads its own rows
+// only. A thread gets at least kMinRowsPerThread rows, and the sequence must hold enough work
+// (kMinRecurrenceMacs) to pay for waking the team once.
+constexpr int64_t kMinRowsPerThread = 4;
+constexpr int64_t kMinRecurrenceMacs = int64_t{1} << 20;
+
+int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden) {
+  const int threads = get_num_threads();
+  if (threads <= 1 || omp_in_parallel() || steps * batch * hidden * 4 * hidden < kMinRecurrenceMacs) return 1;
+  return static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
+}
+
+// Calls run(b0, b1) for each thread's slice of [0, batch), on `team` threads.
+template <class F>
+void over_batch_slices(int team, int64_t batch, const F& run) {
+  if (team <= 1) {
+    run(int64_t{0}, batch);
+    return;
+  }
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+    const int64_t b0 = batch * part / parts, b1 = batch * (part + 1) / parts;
+    if (b0 < b1) run(b0, b1);
+  }
+}
+
 }  // namespace
 
 // Overwrites gates (with activations), h_new and c_new. All contiguous.
 void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,
                        const Tensor& c_new, const Tensor& lengths, int64_t t) {
   const int64_t batch = c_prev.size(0), hidden = c_prev.size(1);
-  const int64_t* len = lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
+  const int64_t* len = lengths_data(lengths);
   dispatch_floating(gates.dtype(), "lstm_cell_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* z = static_cast<T*>(gates.data_ptr());
@@ -91,21 +162,8 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
     const T* cp = static_cast<const T*>(c_prev.data_ptr());
     T* hn = static_cast<T*>(h_new.data_ptr());
     T* cn = static_cast<T*>(c_new.data_ptr());
-    parallel_for(0, batch, rows_grain(hidden), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        T* zr = z + b * 4 * hidden;
-        const int64_t r = b * hidden;
-        if (!row_active(len, b, t)) {
-          for (int64_t j = 0; j < hidden; ++j) {
-            hn[r + j] = hp[r + j];
-            cn[r + j] = cp[r + j];
-          }
-          for (int64_t j = 0; j < 4 * hidden; ++j) zr[j] = T(0);
-          continue;
-        }
-        forward_active(zr, cp + r, cn + r, hn + r, hidden);
-      }
-    });
+    parallel_for(0, batch, rows_grain(hidden),
+                 [&](int64_t b0, int64_t b1) { forward_rows(z, hp, cp, hn, cn, len, t, hidden, b0, b1); });
   });
 }
 
@@ -113,7 +171,7 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
 void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
                         const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t) {
   const int64_t batch = c_prev.size(0), hidden = c_prev.size(1);
-  const int64_t* len = lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
+  const int64_t* len = lengths_data(lengths);
   dispatch_floating(gates.dtype(), "lstm_cell_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* a = static_cast<const T*>(gates.data_ptr());
@@ -122,15 +180,80 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
-    parallel_for(0, batch, rows_grain(hidden), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        T* dzr = dz + b * 4 * hidden;
-        const int64_t r = b * hidden;
-        if (!row_active(len, b, t)) {  // state passed through: so do its gradients
-          for (int64_t j = 0; j < 4 * hidden; ++j) dzr[j] = T(0);
-          continue;
+    parallel_for(0, batch, rows_grain(hidden),
+                 [&](int64_t b0, int64_t b1) { backward_rows(a, cp, cn, dhp, dcp, dz, len, t, hidden, b0, b1); });
+  });
+}
+
+// Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s.
+void lstm_recurrence_forward(const Tensor& gates, const Tensor& whh_t, const Tensor& h0, const Tensor& c0,
+                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse) {
+  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1);
+  if (steps == 0 || batch == 0) return;
+  const int64_t* len = lengths_data(lengths);
+  const int64_t state = batch * hidden, width = 4 * hidden;
+  dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* z = static_cast<T*>(gates.data_ptr());
+    const T* w = static_cast<const T*>(whh_t.data_ptr());
+    T* h = static_cast<T*>(h_all.data_ptr());
+    T* c = static_cast<T*>(c_all.data_ptr());
+    const T* h_init = static_cast<const T*>(h0.data_ptr());
+    const T* c_init = static_cast<const T*>(c0.data_ptr());
+    over_batch_slices(recurrence_threads(steps, batch, hidden), batch, [&](int64_t b0, int64_t b1) {
+      const T *hp = h_init, *cp = c_init;
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        T* zt = z + t * batch * width;
+        // the recurrent term onto the input projection, this slice's rows only
+        gemm_rows(b1 - b0, width, hidden, hp + b0 * hidden, hidden, w, width, T(1), zt + b0 * width, width);
+        forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);
+        hp = h + t * state;
+        cp = c + t * state;
+      }
+    });
+  });
+}
+
+void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
+                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
+                              const Tensor& lengths, bool reverse) {
+  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
+  if (steps == 0 || batch == 0) return;
+  const int64_t* len = lengths_data(lengths);
+  const int64_t state = batch * hidden, width = 4 * hidden;
+  // The incoming output gradient may be any view (a broadcast zero when the sequence is unused).
+  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* a = static_cast<const T*>(gates.data_ptr());
+    const T* w = static_cast<const T*>(w_hh.data_ptr());
+    const T* c = static_cast<const T*>(c_all.data_ptr());
+    const T* c_init = static_cast<const T*>(c0.data_ptr());
+    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    T* dhp = static_cast<T*>(dh.data_ptr());
+    T* dcp = static_cast<T*>(dc.data_ptr());
+    T* dz = static_cast<T*>(dgates.data_ptr());
+    over_batch_slices(recurrence_threads(steps, batch, hidden), batch, [&](int64_t b0, int64_t b1) {
+      for (int64_t s = steps - 1; s >= 0; --s) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        const int64_t t_prev = reverse ? t + 1 : t - 1;
+        const T* gt = g + t * gs0;
+        if (gs2 == 1) {
+          for (int64_t b = b0; b < b1; ++b) {
+            T* __restrict row = dhp + b * hidden;
+            const T* __restrict in = gt + b * gs1;
+            for (int64_t j = 0; j < hidden; ++j) row[j] += in[j];
+          }
+        } else {
+          for (int64_t b = b0; b < b1; ++b)
+            for (int64_t j = 0; j < hidden; ++j) dhp[b * hidden + j] += gt[b * gs1 + j * gs2];
         }
-        backward_active(a + b * 4 * hidden, cp + r, cn + r, dhp + r, dcp + r, dzr, hidden);
+        const T* cp = s == 0 ? c_init : c + t_prev * state;
+        T* dzt = dz + t * batch * width;
+        backward_rows(a + t * batch * width, cp, c + t * state, dhp, dcp, dzt, len, t, hidden, b0, b1);
+        // dh_prev += dgates W_hh, this slice's rows only
+        gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
       }
     });
   });

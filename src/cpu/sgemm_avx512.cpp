@@ -4,9 +4,15 @@
 // 250 GFLOP/s per core on Zen 5). The choice is made before any of our code runs and has no API,
 // so float products on such CPUs go through this kernel instead (runtime.cpp decides; double stays
 // with OpenBLAS). It is the usual blocked design: a 12 x 32 register tile of C (24 accumulators),
-// A packed in blocks that stay in L2, B packed in 32-column panels that stay in L1 while every row
-// tile of the A block passes over them. B with contiguous rows and few rows of A is read in place
-// instead, since packing it would cost about as much as the product (an LSTM's recurrent step).
+// B packed in blocks of 512 columns (L2) cut into 32-column panels that stay in L1 while every row
+// tile of A passes over them; a transposed B packs through 16 x 16 register transposes. B with
+// contiguous rows and few rows of A is read in place instead, since packing it would cost about as
+// much as the product (an LSTM's recurrent step). A with contiguous rows is always read in place:
+// the kernel broadcasts one value per row and depth, which costs the same from a row as from a
+// packed tile, while packing is a scattered transpose. On the model shapes of bench_kernels
+// (2 threads) packed A was up to 12% slower, and a third slower for an LSTM's backward step
+// ([64, 512] x [512, 128]). Only A with strided rows (a transposed operand) is packed, in blocks
+// that stay in L2.
 #include "cpu/sgemm_avx512.h"
 
 #include <omp.h>
@@ -33,6 +39,7 @@ namespace {
 constexpr int kMr = 12;       // rows of a register tile
 constexpr int kNr = 32;       // columns of a register tile: two 16-float vectors
 constexpr int64_t kKc = 256;  // depth of a packed block: a B panel is 32 KiB, for L1
+constexpr int64_t kNc = 512;  // columns of a packed B block: 512 KiB, for L2 (2048^3: +12%)
 constexpr int64_t kMc = 144;  // rows of a packed A block (a multiple of kMr): 144 KiB, for L2
 // Below this many multiply-adds a product stays on the calling thread: waking the other threads
 // costs a few microseconds, as much as ~1M multiply-adds take.
@@ -47,9 +54,14 @@ float* scratch(std::vector<float>& buffer, int64_t floats) {
   return reinterpret_cast<float*>((address + 63) & ~uintptr_t{63});
 }
 
+__mmask16 lanes(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
 // Rows [0, rows) by depth [0, kc) of A into tiles of kMr rows: for each depth p a tile holds its kMr
 // values side by side (zeros past the last row), the order in which the kernel broadcasts them.
-void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, float* out) {
+TG_AVX512 void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, float* out) {
   for (int64_t t = 0; t < rows; t += kMr, out += kc * kMr) {
     const int64_t r = std::min<int64_t>(kMr, rows - t);
     if (r < kMr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kMr));
@@ -58,6 +70,10 @@ void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, fl
         const float* row = a + (t + i) * rs;
         for (int64_t p = 0; p < kc; ++p) out[p * kMr + i] = row[p];
       }
+    } else if (rs == 1) {  // columns contiguous (a transposed operand): each depth is one masked copy
+      const __mmask16 mask = lanes(r);
+      for (int64_t p = 0; p < kc; ++p)
+        _mm512_mask_storeu_ps(out + p * kMr, mask, _mm512_maskz_loadu_ps(mask, a + t + p * cs));
     } else {
       for (int64_t p = 0; p < kc; ++p)
         for (int64_t i = 0; i < r; ++i) out[p * kMr + i] = a[(t + i) * rs + p * cs];
@@ -65,14 +81,62 @@ void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, fl
   }
 }
 
+// r[i] (16 floats each) becomes column i: r[i][j] = old r[j][i]. Three rounds of in-lane and
+// cross-lane shuffles, 64 in all for 256 values. (GCC 12's headers start these intrinsics from a
+// self-initialised "undefined" vector, which -Wmaybe-uninitialized reports once inlined.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+TG_AVX512 inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane l: rows 4g..4g+3 at column 4l + c
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int c = 0; c < 4; ++c) {  // gather lane l of u[c], u[4 + c], u[8 + c], u[12 + c]: column 4l + c
+    const __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 even_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 odd_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(even_lo, even_hi, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(even_lo, even_hi, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xDD);
+  }
+}
+#pragma GCC diagnostic pop
+
 // Depth [0, kc) by columns [0, cols) of B into panels of kNr columns (zeros past the last column).
-void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float* out) {
+TG_AVX512 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float* out) {
   for (int64_t j = 0; j < cols; j += kNr, out += kc * kNr) {
     const int64_t w = std::min<int64_t>(kNr, cols - j);
+    if (rs == 1 && cs != 1) {  // columns contiguous (a transposed operand): 16 x 16 blocks through registers
+      for (int64_t half = 0; half < kNr; half += 16) {
+        const int64_t width = std::min<int64_t>(16, w - half);  // columns that exist; the rest pack as zeros
+        for (int64_t p = 0; p < kc; p += 16) {
+          const int64_t depth = std::min<int64_t>(16, kc - p);
+          const __mmask16 mask = lanes(depth);
+          __m512 r[16];
+          for (int64_t i = 0; i < 16; ++i)
+            r[i] = i < width ? _mm512_maskz_loadu_ps(mask, b + (j + half + i) * cs + p) : _mm512_setzero_ps();
+          transpose16x16(r);
+          for (int64_t q = 0; q < depth; ++q) _mm512_storeu_ps(out + (p + q) * kNr + half, r[q]);
+        }
+      }
+      continue;
+    }
     if (w < kNr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kNr));
     if (cs == 1) {
       for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * kNr, b + p * rs + j, sizeof(float) * static_cast<size_t>(w));
-    } else {  // columns contiguous (a transposed operand): read along them
+    } else {  // columns strided too: element by element
       for (int64_t jj = 0; jj < w; ++jj) {
         const float* column = b + (j + jj) * cs;
         for (int64_t p = 0; p < kc; ++p) out[p * kNr + jj] = column[p * rs];
@@ -81,27 +145,27 @@ void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, fl
   }
 }
 
-__mmask16 lanes(int64_t count) {
-  if (count <= 0) return 0;
-  return count >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
-}
 
-// C[R x w] = alpha * (A tile)(B panel) + beta * C for one register tile. a: the packed tile (stride
-// kMr per depth); b: the panel's first row, rows ldb apart; m0, m1: the columns of each half that
-// exist (masked loads never touch memory past the matrix edge).
-template <int R>
-TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t ldb,
+// C[R x w] = alpha * (A tile)(B panel) + beta * C for one register tile. a: the tile's first value,
+// either packed (kPackedA: kMr values per depth) or read in place from rows lda apart; b: the
+// panel's first row, rows ldb apart; m0, m1: the columns of each half that exist (masked loads never
+// touch memory past the matrix edge).
+template <int R, bool kPackedA>
+TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, int64_t ldb,
                            float* __restrict c, int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, float beta) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  // In place, rows are reached from four group pointers and one stride (three rows each), which
+  // keeps the addressing in registers: [group + stride * {0, 1, 2}].
+  const float* groups[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda};
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb);
     const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
-    const float* ap = a + p * kMr;
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[r]);
+      const float value = kPackedA ? a[p * kMr + r] : groups[r / 3][p + (r % 3) * lda];
+      const __m512 av = _mm512_set1_ps(value);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
@@ -120,12 +184,24 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, const float* _
   }
 }
 
-using TileKernel = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, __mmask16, __mmask16, float,
-                            float);
-constexpr TileKernel kTileKernels[kMr + 1] = {nullptr,         tile_kernel<1>, tile_kernel<2>,  tile_kernel<3>,
-                                              tile_kernel<4>,  tile_kernel<5>, tile_kernel<6>,  tile_kernel<7>,
-                                              tile_kernel<8>,  tile_kernel<9>, tile_kernel<10>, tile_kernel<11>,
-                                              tile_kernel<12>};
+using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16, __mmask16,
+                            float, float);
+template <bool kPackedA>
+constexpr TileKernel kTileKernels[kMr + 1] = {
+    nullptr,
+    tile_kernel<1, kPackedA>,
+    tile_kernel<2, kPackedA>,
+    tile_kernel<3, kPackedA>,
+    tile_kernel<4, kPackedA>,
+    tile_kernel<5, kPackedA>,
+    tile_kernel<6, kPackedA>,
+    tile_kernel<7, kPackedA>,
+    tile_kernel<8, kPackedA>,
+    tile_kernel<9, kPackedA>,
+    tile_kernel<10, kPackedA>,
+    tile_kernel<11, kPackedA>,
+    tile_kernel<12, kPackedA>,
+};
 
 struct Operands {
   int64_t m, n, k;
@@ -139,13 +215,21 @@ struct Operands {
   int64_t ldc;
 };
 
-// Columns [j0, j1) and rows [i0, i1) of C, on the calling thread.
+// Columns [j0, j1) and rows [i0, i1) of C, on the calling thread, at most kNc columns at a time.
+void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
+void gemm_columns(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t jc = j0; jc < j1; jc += kNc) gemm_block(o, i0, i1, jc, std::min(j1, jc + kNc));
+}
+
+// Columns [j0, j1) (at most kNc) and rows [i0, i1) of C, on the calling thread.
 void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   thread_local std::vector<float> a_buffer, b_buffer;
   const int64_t rows = i1 - i0, cols = j1 - j0;
   if (rows <= 0 || cols <= 0) return;
   const bool b_in_place = o.b_cs == 1 && rows <= kMc;
-  float* a_pack = scratch(a_buffer, kMc * kKc);
+  const bool a_in_place = o.a_cs == 1;
+  float* a_pack = a_in_place ? nullptr : scratch(a_buffer, kMc * kKc);
   float* b_pack = b_in_place ? nullptr : scratch(b_buffer, kKc * ((cols + kNr - 1) / kNr) * kNr);
   for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
     const int64_t kc = std::min(kKc, o.k - p0);
@@ -154,15 +238,21 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
     if (!b_in_place) pack_b(b_block, o.b_rs, o.b_cs, kc, cols, b_pack);
     for (int64_t ib = i0; ib < i1; ib += kMc) {
       const int64_t mc = std::min(kMc, i1 - ib);
-      pack_a(o.a + ib * o.a_rs + p0 * o.a_cs, o.a_rs, o.a_cs, mc, kc, a_pack);
+      const float* a_block = o.a + ib * o.a_rs + p0 * o.a_cs;
+      if (!a_in_place) pack_a(a_block, o.a_rs, o.a_cs, mc, kc, a_pack);
       for (int64_t j = 0; j < cols; j += kNr) {
         const __mmask16 m0 = lanes(cols - j), m1 = lanes(cols - j - 16);
         const float* panel = b_in_place ? b_block + j : b_pack + (j / kNr) * kc * kNr;
         const int64_t ldb = b_in_place ? o.b_rs : kNr;
-        for (int64_t i = 0; i < mc; i += kMr) {
+        float* c_tile = o.c + ib * o.ldc + j0 + j;
+        for (int64_t i = 0; i < mc; i += kMr, c_tile += kMr * o.ldc) {
           const int r = static_cast<int>(std::min<int64_t>(kMr, mc - i));
-          kTileKernels[r](kc, a_pack + (i / kMr) * kc * kMr, panel, ldb, o.c + (ib + i) * o.ldc + j0 + j, o.ldc, m0, m1,
-                          o.alpha, beta);
+          if (a_in_place) {
+            kTileKernels<false>[r](kc, a_block + i * o.a_rs, o.a_rs, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha, beta);
+          } else {
+            kTileKernels<true>[r](kc, a_pack + (i / kMr) * kc * kMr, kMr, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha,
+                                  beta);
+          }
         }
       }
     }
@@ -195,7 +285,7 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
   const int threads = get_num_threads();
   const int64_t macs = m * n * k;
   if (threads <= 1 || macs < kParallelMacs || omp_in_parallel()) {
-    gemm_block(o, 0, m, 0, n);
+    gemm_columns(o, 0, m, 0, n);
     return;
   }
   // Each thread takes a slab of C: columns when there are enough panels for all (every thread then
@@ -207,9 +297,9 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
   {
     const int part = omp_get_thread_num(), parts = omp_get_num_threads();
     if (by_columns) {
-      gemm_block(o, 0, m, split_point(0, n, part, parts, kNr), split_point(0, n, part + 1, parts, kNr));
+      gemm_columns(o, 0, m, split_point(0, n, part, parts, kNr), split_point(0, n, part + 1, parts, kNr));
     } else {
-      gemm_block(o, split_point(0, m, part, parts, kMr), split_point(0, m, part + 1, parts, kMr), 0, n);
+      gemm_columns(o, split_point(0, m, part, parts, kMr), split_point(0, m, part + 1, parts, kMr), 0, n);
     }
   }
 }

@@ -91,7 +91,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
 
   Tensor xs = x.detach().contiguous();
   Tensor h_init = h0.detach().contiguous(), c_init = c0.detach().contiguous();
-  Tensor whh_t = w_hh.detach().t();
+  Tensor whh_t = w_hh.detach().t().contiguous();
 
   // All timesteps' input projections (and both biases) in one GEMM.
   Tensor gates = empty_tensor({steps, batch, gates_width}, dtype, device);
@@ -108,14 +108,18 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-  TimeSlice h_prev_at(h_all), c_prev_at(c_all), h_new_at(h_all), c_new_at(c_all), gates_at(gates);
-  for (int64_t s = 0; s < steps; ++s) {
-    const int64_t t = time_of(s);
-    const Tensor& h_prev = s == 0 ? h_init : h_prev_at.at(time_of(s - 1));
-    const Tensor& c_prev = s == 0 ? c_init : c_prev_at.at(time_of(s - 1));
-    const Tensor& g = gates_at.at(t);
-    gemm(h_prev, whh_t, g, 1.0, 1.0);  // accumulates the recurrent term onto the projection
-    cell(g, h_prev, c_prev, h_new_at.at(t), c_new_at.at(t), lens, t);
+  if (auto recurrence = backend::kernels(device).lstm_recurrence_forward) {
+    recurrence(gates, whh_t, h_init, c_init, h_all, c_all, lens, reverse);
+  } else {
+    TimeSlice h_prev_at(h_all), c_prev_at(c_all), h_new_at(h_all), c_new_at(c_all), gates_at(gates);
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = time_of(s);
+      const Tensor& h_prev = s == 0 ? h_init : h_prev_at.at(time_of(s - 1));
+      const Tensor& c_prev = s == 0 ? c_init : c_prev_at.at(time_of(s - 1));
+      const Tensor& g = gates_at.at(t);
+      gemm(h_prev, whh_t, g, 1.0, 1.0);  // accumulates the recurrent term onto the projection
+      cell(g, h_prev, c_prev, h_new_at.at(t), c_new_at.at(t), lens, t);
+    }
   }
 
   LstmLayerOutput out;
@@ -170,14 +174,18 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
              auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
              Tensor c_init_ = sc0.get();
-             TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
-             for (int64_t s = steps - 1; s >= 0; --s) {
-               const int64_t t = time(s);
-               if (dh.numel() > 0) add_kernel(backend::BinaryOp::Add, dh, g_out_at.at(t), dh);
-               const Tensor& c_prev = s == 0 ? c_init_ : c_prev_at.at(time(s - 1));
-               const Tensor& dg = dgates_at.at(t);
-               cell_back(gates_at.at(t), c_prev, c_new_at.at(t), dh, dc, dg, lens_, t);
-               gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
+             if (auto recurrence = backend::kernels(dev).lstm_recurrence_backward) {
+               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, lens_, reverse);
+             } else {
+               TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
+               for (int64_t s = steps - 1; s >= 0; --s) {
+                 const int64_t t = time(s);
+                 if (dh.numel() > 0) add_kernel(backend::BinaryOp::Add, dh, g_out_at.at(t), dh);
+                 const Tensor& c_prev = s == 0 ? c_init_ : c_prev_at.at(time(s - 1));
+                 const Tensor& dg = dgates_at.at(t);
+                 cell_back(gates_at.at(t), c_prev, c_new_at.at(t), dh, dc, dg, lens_, t);
+                 gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
+               }
              }
              Tensor dg2 = dgates.view({steps * batch, gates_width});
              Tensor dx, dw_ih, dw_hh, db;
