@@ -15,36 +15,47 @@ namespace {
 
 constexpr double kF32 = 4;  // bytes per element
 
-// x [m, k] times w [n, k] transposed, like a Linear layer's forward: the shapes the models run.
+// An [m, k] x [k, n] float product with each operand stored as the models store it.
+enum class Layout {
+  kLinearForward,  // x [m, k] times w [n, k] transposed (a Linear layer, an LSTM's projections)
+  kPlain,          // x [m, k] times w [k, n] as stored (an LSTM's backward step: dgates W_hh)
+  kWeightGrad,     // g [k, m] transposed times x [k, n] (a weight gradient: dgates^T h)
+};
 struct GemmShape {
   const char* label;
   int64_t m, k, n;
+  Layout layout = Layout::kLinearForward;
 };
 const GemmShape kGemmShapes[] = {
-    {"mlp_seed_fc1_b64", 64, 1000, 512},       {"mlp_seed_fc1_b1024", 1024, 1000, 512},
-    {"mlp_fashion_fc1_b256", 256, 784, 512},   {"lstm_small_recurrent_b64", 64, 128, 512},
-    {"lstm_small_input_b64", 3200, 32, 512},   {"lstm_large_recurrent_b64", 64, 512, 2048},
-    {"lstm_large_input_b64", 6400, 256, 2048}, {"square_1024", 1024, 1024, 1024},
+    {"mlp_seed_fc1_b64", 64, 1000, 512},
+    {"mlp_seed_fc1_b1024", 1024, 1000, 512},
+    {"mlp_fashion_fc1_b256", 256, 784, 512},
+    {"lstm_small_recurrent_b64", 64, 128, 512},
+    {"lstm_small_input_b64", 3200, 32, 512},
+    {"lstm_large_recurrent_b64", 64, 512, 2048},
+    {"lstm_large_input_b64", 6400, 256, 2048},
+    {"square_1024", 1024, 1024, 1024},
     {"square_2048", 2048, 2048, 2048},
-};
-// dgates [m, k] times W_hh [k, n] as stored: the product of an LSTM's backward step.
-const GemmShape kGemmShapesUntransposed[] = {
-    {"lstm_small_recurrent_grad_b64", 64, 512, 128},
-    {"lstm_large_recurrent_grad_b64", 64, 2048, 512},
+    {"lstm_small_recurrent_grad_b64", 64, 512, 128, Layout::kPlain},
+    {"lstm_large_recurrent_grad_b64", 64, 2048, 512, Layout::kPlain},
+    {"lstm_row_w_hh_grad_b64", 512, 1728, 128, Layout::kWeightGrad},
+    {"lstm_large_w_hh_grad_b64", 2048, 6336, 512, Layout::kWeightGrad},
 };
 
 void register_gemm(Device device) {
   for (const GemmShape& g : kGemmShapes) {
     register_on(std::string("gemm/") + g.label, device, [g](benchmark::State& state, Device dev) {
-      Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.n, g.k}).to(dev), y;
-      time_loop(state, dev, [&] { y = mm(x, w.t()); });
-      set_flops(state, 2.0 * g.m * g.k * g.n);
-    });
-  }
-  for (const GemmShape& g : kGemmShapesUntransposed) {
-    register_on(std::string("gemm/") + g.label, device, [g](benchmark::State& state, Device dev) {
-      Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.k, g.n}).to(dev), y;
-      time_loop(state, dev, [&] { y = mm(x, w); });
+      Tensor y;
+      if (g.layout == Layout::kLinearForward) {
+        Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.n, g.k}).to(dev);
+        time_loop(state, dev, [&] { y = mm(x, w.t()); });
+      } else if (g.layout == Layout::kPlain) {
+        Tensor x = randn({g.m, g.k}).to(dev), w = randn({g.k, g.n}).to(dev);
+        time_loop(state, dev, [&] { y = mm(x, w); });
+      } else {
+        Tensor grad = randn({g.k, g.m}).to(dev), x = randn({g.k, g.n}).to(dev);
+        time_loop(state, dev, [&] { y = mm(grad.t(), x); });
+      }
       set_flops(state, 2.0 * g.m * g.k * g.n);
     });
   }

@@ -114,6 +114,11 @@ void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, 
   }
 }
 
+template <class T>
+void add_row(T* __restrict row, const T* __restrict values, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] += values[j];
+}
+
 const int64_t* lengths_data(const Tensor& lengths) {
   return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
 }
@@ -186,8 +191,9 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
 }
 
 // Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s.
-void lstm_recurrence_forward(const Tensor& gates, const Tensor& whh_t, const Tensor& h0, const Tensor& c0,
-                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse) {
+void lstm_recurrence_forward(const Tensor& gates, const Tensor& bias, const Tensor& whh_t, const Tensor& h0,
+                             const Tensor& c0, const Tensor& h_all, const Tensor& c_all, const Tensor& lengths,
+                             bool reverse) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
@@ -200,11 +206,16 @@ void lstm_recurrence_forward(const Tensor& gates, const Tensor& whh_t, const Ten
     T* c = static_cast<T*>(c_all.data_ptr());
     const T* h_init = static_cast<const T*>(h0.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
+    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     over_batch_slices(recurrence_threads(steps, batch, hidden), batch, [&](int64_t b0, int64_t b1) {
       const T *hp = h_init, *cp = c_init;
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         T* zt = z + t * batch * width;
+        // The bias here, on rows the product is about to read, rather than as a broadcast pass over
+        // all of [T, B, 4H] before the input projection.
+        if (b != nullptr)
+          for (int64_t row = b0; row < b1; ++row) add_row(zt + row * width, b, width);
         // the recurrent term onto the input projection, this slice's rows only
         gemm_rows(b1 - b0, width, hidden, hp + b0 * hidden, hidden, w, width, T(1), zt + b0 * width, width);
         forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);

@@ -288,9 +288,13 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
     gemm_columns(o, 0, m, 0, n);
     return;
   }
-  // Each thread takes a slab of C: columns when there are enough panels for all (every thread then
-  // reads all of A, which is the smaller operand in the products that matter here), rows otherwise.
-  const bool by_columns = n >= static_cast<int64_t>(threads) * kNr;
+  // Each thread takes a slab of C, by columns or by rows. By columns every thread reads all of A,
+  // by rows all of B; reading in place costs little, packing a strided operand twice does. So
+  // columns, unless A must be packed and is the larger operand (a weight gradient such as
+  // dgates^T h, m = 4H against n = H), or there are too few columns to share.
+  const bool enough_columns = n >= static_cast<int64_t>(threads) * kNr;
+  const bool enough_rows = m >= static_cast<int64_t>(threads) * kMr;
+  const bool by_columns = enough_columns && (a_cs == 1 || m <= n || !enough_rows);
   const int64_t units = by_columns ? (n + kNr - 1) / kNr : (m + kMr - 1) / kMr;
   const int use = static_cast<int>(std::min<int64_t>(threads, units));
 #pragma omp parallel num_threads(use)

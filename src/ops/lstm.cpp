@@ -93,13 +93,17 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_init = h0.detach().contiguous(), c_init = c0.detach().contiguous();
   Tensor whh_t = w_hh.detach().t().contiguous();
 
-  // All timesteps' input projections (and both biases) in one GEMM.
+  // All timesteps' input projections in one GEMM. The biases are added by the recurrence kernel
+  // where the backend has one, else copied in first and accumulated onto.
   Tensor gates = empty_tensor({steps, batch, gates_width}, dtype, device);
   Tensor gates_2d = gates.view({steps * batch, gates_width});
+  auto recurrence = backend::kernels(device).lstm_recurrence_forward;
+  Tensor bias;
+  if (b_ih.defined() || b_hh.defined())
+    bias = b_ih.defined() && b_hh.defined() ? add(b_ih.detach(), b_hh.detach())
+                                            : (b_ih.defined() ? b_ih.detach() : b_hh.detach()).contiguous();
   double beta = 0.0;
-  if (b_ih.defined() || b_hh.defined()) {
-    Tensor bias = b_ih.defined() && b_hh.defined() ? add(b_ih.detach(), b_hh.detach())
-                                                   : (b_ih.defined() ? b_ih.detach() : b_hh.detach());
+  if (bias.defined() && recurrence == nullptr) {
     if (gates.numel() > 0) TG_KERNEL(device, copy)(expand_raw(bias, gates_2d.sizes()), gates_2d);
     beta = 1.0;
   }
@@ -108,8 +112,8 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-  if (auto recurrence = backend::kernels(device).lstm_recurrence_forward) {
-    recurrence(gates, whh_t, h_init, c_init, h_all, c_all, lens, reverse);
+  if (recurrence != nullptr) {
+    recurrence(gates, bias, whh_t, h_init, c_init, h_all, c_all, lens, reverse);
   } else {
     TimeSlice h_prev_at(h_all), c_prev_at(c_all), h_new_at(h_all), c_new_at(c_all), gates_at(gates);
     for (int64_t s = 0; s < steps; ++s) {
