@@ -4,6 +4,8 @@
 // GFLOP/s against an sgemm ceiling measured at the start of the run, and both sides' losses, which
 // must agree. Without LibTorch (or with --device cuda) it times tapegrad alone and leaves the
 // weights, data and results in --out for benchmarks/compare/pytorch_compare.py.
+#include <sys/resource.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -140,8 +142,8 @@ SideResult summarise(const Contender& c, double first_loss, double final_loss) {
 }
 
 // Trains one configuration on both sides from the files written for it; returns its row.
-CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool with_libtorch, double budget_s,
-                       const std::string& out_dir, uint64_t seed) {
+CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool with_tapegrad, bool with_libtorch,
+                       double budget_s, const std::string& out_dir, uint64_t seed) {
   const std::string stem = write_inputs(out_dir, c, batch, seed);
   // Both sides start from what the files hold.
   const StateDict weights = load_safetensors(stem + ".weights.safetensors");
@@ -150,7 +152,8 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   TrainingRun ours(c.shape, weights, batches, device, c.lr);
   Tensor our_loss;
   Contender tg{[&] { our_loss = ours.step(); }, [&] { ours.synchronize(); }, {}};
-  std::vector<Contender*> sides = {&tg};
+  std::vector<Contender*> sides;
+  if (with_tapegrad) sides.push_back(&tg);
   double our_first = 0, their_first = 0;
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   std::unique_ptr<LibTorchRun> theirs;
@@ -167,12 +170,12 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   row.batch = batch;
   row.gemm_flops_per_example = c.shape.gemm_flops_per_example();
   row.steps = alternate(sides, budget_s, [&] {
-    our_first = our_loss.item();
+    if (with_tapegrad) our_first = our_loss.item();
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
     if (theirs) their_first = theirs->last_loss();
 #endif
   });
-  row.tapegrad = summarise(tg, our_first, our_loss.item());
+  if (with_tapegrad) row.tapegrad = summarise(tg, our_first, our_loss.item());
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   if (theirs) row.libtorch = summarise(lt, their_first, theirs->last_loss());
 #endif
@@ -192,7 +195,9 @@ int main(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("cpu"))("out", "folder for the weights, data and results.json",
                                                            cxxopts::value<std::string>()->default_value("compare_out"))(
       "seed", "seed of the initial weights (the data uses seed + 1)", cxxopts::value<uint64_t>()->default_value("0"))(
-      "no-libtorch", "time tapegrad alone")("no-ceiling", "skip measuring the sgemm ceiling (about a second)")(
+      "no-libtorch", "time tapegrad alone (--side tapegrad)")(
+      "side", "both, tapegrad or libtorch: which sides train (one side alone gives that side's peak RSS)",
+      cxxopts::value<std::string>()->default_value("both"))("no-ceiling", "skip measuring the sgemm ceiling (about a second)")(
       "h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
@@ -203,23 +208,29 @@ int main(int argc, char** argv) {
     const int threads = args["threads"].as<int>() > 0 ? args["threads"].as<int>() : get_num_threads();
     set_num_threads(threads);
     const Device device(args["device"].as<std::string>());
+    const std::string side = args.count("no-libtorch") ? "tapegrad" : args["side"].as<std::string>();
+    TG_CHECK(side == "both" || side == "tapegrad" || side == "libtorch", "compare: --side must be both, tapegrad or ",
+             "libtorch, got '", side, "'");
+    const bool with_tapegrad = side != "libtorch";
     const std::string out_dir = args["out"].as<std::string>();
     std::filesystem::create_directories(out_dir);
 
     CompareReport report;
     report.device = device.str();
+    report.sides = side;
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
-    const bool with_libtorch = device.is_cpu() && !args.count("no-libtorch");
+    const bool with_libtorch = device.is_cpu() && side != "tapegrad";
     if (with_libtorch) {
       libtorch_set_threads(threads);
       LibTorchInfo info = libtorch_info();
       report.libtorch = "LibTorch " + info.version + ", " + info.blas + "; " + info.parallel_info;
     } else {
       report.libtorch =
-          "not run (" + std::string(device.is_cpu() ? "--no-libtorch" : "LibTorch here is CPU-only") + ")";
+          "not run (" + std::string(device.is_cpu() ? "--side tapegrad" : "LibTorch here is CPU-only") + ")";
     }
 #else
     const bool with_libtorch = false;
+    TG_CHECK(with_tapegrad, "compare: --side libtorch needs a build with LibTorch");
     report.libtorch = "not built: CMake found no LibTorch (install libtorch-dev, or run tools/run_compare.sh)";
 #endif
     report.system = system_info();
@@ -243,7 +254,7 @@ int main(int argc, char** argv) {
 
     for (const Selection& sel : select(args["configs"].as<std::string>())) {
       try {
-        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_libtorch, args["budget"].as<double>(),
+        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, args["budget"].as<double>(),
                                           out_dir, args["seed"].as<uint64_t>()));
         std::printf("  %-12s batch %5lld: %lld steps on each side\n", sel.config->name.c_str(),
                     static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps));
@@ -264,6 +275,11 @@ int main(int argc, char** argv) {
         "loss1/lossN: loss at the first and the last (N-th) step, same weights and data on both sides; 'agree' "
         "within %.0e relative.\n",
         kLossTolerance);
+    // The whole process's high-water mark: run one --side at a time to read it as that side's.
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    report.peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+    std::printf("peak RSS of this process (sides: %s): %.0f MiB\n", side.c_str(), report.peak_rss_mib);
     write_json(report, out_dir + "/results.json");
     std::printf("wrote %s/results.json (and the weights and data each configuration started from)\n", out_dir.c_str());
     bool mismatch = false;

@@ -13,12 +13,12 @@
 namespace tapegrad::bench {
 
 std::optional<double> CompareRow::ratio() const {
-  if (!libtorch || libtorch->median_ms <= 0) return std::nullopt;
+  if (!libtorch || libtorch->median_ms <= 0 || tapegrad.median_ms <= 0) return std::nullopt;
   return tapegrad.median_ms / libtorch->median_ms;
 }
 
 double CompareRow::loss_rel_diff() const {
-  if (!libtorch) return 0;
+  if (!libtorch || tapegrad.median_ms <= 0) return 0;
   // Relative, except that losses under 0.01 count as 0.01: a model that has memorised its few batches
   // drives the loss towards 0, where rounding alone makes the relative difference large.
   auto rel = [](double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-2}); };
@@ -41,7 +41,7 @@ std::optional<double> CompareRow::libtorch_gflops() const {
 }
 
 std::optional<double> CompareReport::percent_of_ceiling(const CompareRow& row) const {
-  if (!ceiling || ceiling->gflops() <= 0) return std::nullopt;
+  if (!ceiling || ceiling->gflops() <= 0 || row.tapegrad.median_ms <= 0) return std::nullopt;
   return 100 * row.tapegrad_gflops() / ceiling->gflops();
 }
 
@@ -57,20 +57,28 @@ std::string format_table(const CompareReport& report) {
     char lt_gflops[32] = "-", percent[32] = "-";
     const char* agree = "-";
     if (std::optional<double> p = report.percent_of_ceiling(r)) std::snprintf(percent, sizeof percent, "%.0f%%", *p);
+    char tg_ms[32] = "-", tg_gflops[32] = "-", tg_l1[32] = "-", tg_ln[32] = "-";
+    const bool tg_timed = r.tapegrad.median_ms > 0;
+    if (tg_timed) {
+      std::snprintf(tg_ms, sizeof tg_ms, "%.3f", r.tapegrad.median_ms);
+      std::snprintf(tg_gflops, sizeof tg_gflops, "%.1f", r.tapegrad_gflops());
+      std::snprintf(tg_l1, sizeof tg_l1, "%.6f", r.tapegrad.first_loss);
+      std::snprintf(tg_ln, sizeof tg_ln, "%.6f", r.tapegrad.final_loss);
+    }
     if (r.libtorch) {
       std::snprintf(lt_gflops, sizeof lt_gflops, "%.1f", *r.libtorch_gflops());
       std::snprintf(lt_ms, sizeof lt_ms, "%.3f", r.libtorch->median_ms);
-      std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
-      std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
       std::snprintf(l1, sizeof l1, "%.6f", r.libtorch->first_loss);
       std::snprintf(ln, sizeof ln, "%.6f", r.libtorch->final_loss);
+    }
+    if (r.libtorch && tg_timed) {
+      std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
+      std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
       agree = r.loss_rel_diff() <= kLossTolerance ? "agree" : "MISMATCH";
     }
-    std::snprintf(line, sizeof line,
-                  "%-12s %6lld %12.3f %12s %7s %8s %8.1f %8s %8s %10.6f %10s %10.6f %10s %5lld  %s\n",
-                  r.config.c_str(), static_cast<long long>(r.batch), r.tapegrad.median_ms, lt_ms, ratio, min_ratio,
-                  r.tapegrad_gflops(), lt_gflops, percent, r.tapegrad.first_loss, l1, r.tapegrad.final_loss, ln,
-                  static_cast<long long>(r.steps), agree);
+    std::snprintf(line, sizeof line, "%-12s %6lld %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %5lld  %s\n",
+                  r.config.c_str(), static_cast<long long>(r.batch), tg_ms, lt_ms, ratio, min_ratio, tg_gflops,
+                  lt_gflops, percent, tg_l1, l1, tg_ln, ln, static_cast<long long>(r.steps), agree);
     out << line;
   }
   return out.str();
@@ -84,6 +92,8 @@ void write_json(const CompareReport& report, const std::string& path) {
                    {"threads", report.system.threads}, {"omp_env", report.system.omp_env}};
   doc["device"] = report.device;
   doc["libtorch"] = report.libtorch;
+  doc["sides"] = report.sides;
+  doc["peak_rss_mib"] = report.peak_rss_mib;
   doc["timing"] =
       "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
       "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
@@ -105,12 +115,15 @@ void write_json(const CompareReport& report, const std::string& path) {
     json row = {{"config", r.config},
                 {"batch", r.batch},
                 {"steps", r.steps},
-                {"tapegrad_ms", r.tapegrad.median_ms},
-                {"tapegrad_min_ms", r.tapegrad.min_ms},
-                {"tapegrad_first_loss", r.tapegrad.first_loss},
-                {"tapegrad_final_loss", r.tapegrad.final_loss},
-                {"gemm_flops_per_example", r.gemm_flops_per_example},
-                {"tapegrad_gflops", r.tapegrad_gflops()}};
+                {"gemm_flops_per_example", r.gemm_flops_per_example}};
+    const bool tg_timed = r.tapegrad.median_ms > 0;
+    if (tg_timed) {
+      row["tapegrad_ms"] = r.tapegrad.median_ms;
+      row["tapegrad_min_ms"] = r.tapegrad.min_ms;
+      row["tapegrad_first_loss"] = r.tapegrad.first_loss;
+      row["tapegrad_final_loss"] = r.tapegrad.final_loss;
+      row["tapegrad_gflops"] = r.tapegrad_gflops();
+    }
     if (std::optional<double> p = report.percent_of_ceiling(r)) row["tapegrad_percent_of_ceiling"] = *p;
     if (r.libtorch) {
       row["libtorch_ms"] = r.libtorch->median_ms;
@@ -118,6 +131,8 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["libtorch_first_loss"] = r.libtorch->first_loss;
       row["libtorch_final_loss"] = r.libtorch->final_loss;
       row["libtorch_gflops"] = *r.libtorch_gflops();
+    }
+    if (r.libtorch && tg_timed) {
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();
       row["ratio_of_fastest_steps"] = r.tapegrad.min_ms / r.libtorch->min_ms;
       row["loss_rel_diff"] = r.loss_rel_diff();
