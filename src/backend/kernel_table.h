@@ -111,11 +111,12 @@ struct KernelTable {
   // A layer's whole recurrence, for a backend that runs it better than lstm_layer's loop of one
   // gemm and one cell call per step (optional; the CPU splits the batch across threads). Step s
   // runs time t = reverse ? T-1-s : s; all tensors contiguous except grad_h_all.
-  // Forward: gates [T, B, 4H] holds the input projections; adds bias [4H] (undefined: none) and
-  // h_{t-1} W_hh^T (whh_t is W_hh^T, [H, 4H]), runs the cell and writes h_all and c_all [T, B, H].
-  void (*lstm_recurrence_forward)(const Tensor& gates, const Tensor& bias, const Tensor& whh_t, const Tensor& h0,
-                                  const Tensor& c0, const Tensor& h_all, const Tensor& c_all, const Tensor& lengths,
-                                  bool reverse) = nullptr;
+  // Forward: x [T, B, I]; w_t = [W_ih^T; W_hh^T], [I + H, 4H]; bias [4H] (undefined: none).
+  // Writes every step's activated gates [T, B, 4H] (pre-activations x_t W_ih^T + h_{t-1} W_hh^T +
+  // bias, then the cell), h_all and c_all [T, B, H].
+  void (*lstm_recurrence_forward)(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
+                                  const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
+                                  const Tensor& lengths, bool reverse) = nullptr;
   // Backward: gates holds the activations; grad_h_all [T, B, H] (any strides) is the gradient of
   // h_all; dh and dc [B, H] hold the gradients of the last state and end as those of h0 and c0;
   // writes every step's dgates [T, B, 4H].

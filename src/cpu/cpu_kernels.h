@@ -58,9 +58,9 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
                        const Tensor& c_new, const Tensor& lengths, int64_t t);
 void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
                         const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t);
-void lstm_recurrence_forward(const Tensor& gates, const Tensor& bias, const Tensor& whh_t, const Tensor& h0,
-                             const Tensor& c0, const Tensor& h_all, const Tensor& c_all, const Tensor& lengths,
-                             bool reverse);
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
+                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
+                             const Tensor& lengths, bool reverse);
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                               const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
                               const Tensor& lengths, bool reverse);

@@ -2,6 +2,9 @@
 // step has enough work; and the whole recurrence of a layer, parallel over slices of the batch.
 // Float runs the shared formulas with the vectorisable activations of vec_math.h, compiled per
 // instruction set; double keeps the math library's (the gradchecks).
+#include <algorithm>
+#include <vector>
+
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
@@ -114,11 +117,6 @@ void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, 
   }
 }
 
-template <class T>
-void add_row(T* __restrict row, const T* __restrict values, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) row[j] += values[j];
-}
-
 const int64_t* lengths_data(const Tensor& lengths) {
   return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
 }
@@ -132,9 +130,9 @@ const int64_t* lengths_data(const Tensor& lengths) {
 constexpr int64_t kMinRowsPerThread = 4;
 constexpr int64_t kMinRecurrenceMacs = int64_t{1} << 20;
 
-int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden) {
+int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden, int64_t input) {
   const int threads = get_num_threads();
-  if (threads <= 1 || omp_in_parallel() || steps * batch * hidden * 4 * hidden < kMinRecurrenceMacs) return 1;
+  if (threads <= 1 || omp_in_parallel() || steps * batch * (input + hidden) * 4 * hidden < kMinRecurrenceMacs) return 1;
   return static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
 }
 
@@ -190,34 +188,41 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
   });
 }
 
-// Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s.
-void lstm_recurrence_forward(const Tensor& gates, const Tensor& bias, const Tensor& whh_t, const Tensor& h0,
-                             const Tensor& c0, const Tensor& h_all, const Tensor& c_all, const Tensor& lengths,
-                             bool reverse) {
-  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1);
+// Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s. Each thread's rows of
+// a step are one product [x_t, h_{t-1}] [W_ih^T; W_hh^T] onto the bias: the input projection costs
+// no separate pass over [T, B, 4H], and the depth I + H keeps the kernel's tiles long.
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
+                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
+                             const Tensor& lengths, bool reverse) {
+  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1), input = x.size(2);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
-  const int64_t state = batch * hidden, width = 4 * hidden;
+  const int64_t state = batch * hidden, width = 4 * hidden, depth = input + hidden;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T* xs = static_cast<const T*>(x.data_ptr());
+    const T* w = static_cast<const T*>(w_t.data_ptr());
+    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     T* z = static_cast<T*>(gates.data_ptr());
-    const T* w = static_cast<const T*>(whh_t.data_ptr());
     T* h = static_cast<T*>(h_all.data_ptr());
     T* c = static_cast<T*>(c_all.data_ptr());
     const T* h_init = static_cast<const T*>(h0.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
-    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    over_batch_slices(recurrence_threads(steps, batch, hidden), batch, [&](int64_t b0, int64_t b1) {
+    over_batch_slices(recurrence_threads(steps, batch, hidden, input), batch, [&](int64_t b0, int64_t b1) {
+      const int64_t rows = b1 - b0;
+      thread_local std::vector<T> xh;  // this slice's [x_t, h_{t-1}]; kept, so steps allocate nothing
+      xh.resize(static_cast<size_t>(rows * depth));
       const T *hp = h_init, *cp = c_init;
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         T* zt = z + t * batch * width;
-        // The bias here, on rows the product is about to read, rather than as a broadcast pass over
-        // all of [T, B, 4H] before the input projection.
-        if (b != nullptr)
-          for (int64_t row = b0; row < b1; ++row) add_row(zt + row * width, b, width);
-        // the recurrent term onto the input projection, this slice's rows only
-        gemm_rows(b1 - b0, width, hidden, hp + b0 * hidden, hidden, w, width, T(1), zt + b0 * width, width);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = xh.data() + r * depth;
+          std::copy_n(xs + (t * batch + b0 + r) * input, input, row);
+          std::copy_n(hp + (b0 + r) * hidden, hidden, row + input);
+          if (b != nullptr) std::copy_n(b, width, zt + (b0 + r) * width);
+        }
+        gemm_rows(rows, width, depth, xh.data(), depth, w, width, b != nullptr ? T(1) : T(0), zt + b0 * width, width);
         forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);
         hp = h + t * state;
         cp = c + t * state;
@@ -245,7 +250,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
-    over_batch_slices(recurrence_threads(steps, batch, hidden), batch, [&](int64_t b0, int64_t b1) {
+    over_batch_slices(recurrence_threads(steps, batch, hidden, 0), batch, [&](int64_t b0, int64_t b1) {
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;

@@ -4,6 +4,7 @@
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/join.h"
 #include "tapegrad/ops/linalg.h"
 #include "tapegrad/ops/reduction.h"
 #include "tapegrad/ops/rnn.h"
@@ -91,30 +92,29 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
 
   Tensor xs = x.detach().contiguous();
   Tensor h_init = h0.detach().contiguous(), c_init = c0.detach().contiguous();
-  Tensor whh_t = w_hh.detach().t().contiguous();
-
-  // All timesteps' input projections in one GEMM. The biases are added by the recurrence kernel
-  // where the backend has one, else copied in first and accumulated onto.
-  Tensor gates = empty_tensor({steps, batch, gates_width}, dtype, device);
-  Tensor gates_2d = gates.view({steps * batch, gates_width});
-  auto recurrence = backend::kernels(device).lstm_recurrence_forward;
-  Tensor bias;
+  Tensor bias;  // b_ih + b_hh, added once per gate
   if (b_ih.defined() || b_hh.defined())
     bias = b_ih.defined() && b_hh.defined() ? add(b_ih.detach(), b_hh.detach())
                                             : (b_ih.defined() ? b_ih.detach() : b_hh.detach()).contiguous();
-  double beta = 0.0;
-  if (bias.defined() && recurrence == nullptr) {
-    if (gates.numel() > 0) TG_KERNEL(device, copy)(expand_raw(bias, gates_2d.sizes()), gates_2d);
-    beta = 1.0;
-  }
-  if (gates.numel() > 0) gemm(xs.view({steps * batch, input_size}), w_ih.detach().t(), gates_2d, 1.0, beta);
-
+  Tensor gates = empty_tensor({steps, batch, gates_width}, dtype, device);
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-  if (recurrence != nullptr) {
-    recurrence(gates, bias, whh_t, h_init, c_init, h_all, c_all, lens, reverse);
+  if (auto recurrence = backend::kernels(device).lstm_recurrence_forward) {
+    // [W_ih^T; W_hh^T], [I + H, 4H]: each step's gates are one product of [x_t, h_{t-1}] with it.
+    Tensor w_t = cat({w_ih.detach().t(), w_hh.detach().t()}, 0);
+    recurrence(xs, w_t, bias, h_init, c_init, gates, h_all, c_all, lens, reverse);
   } else {
+    // All timesteps' input projections (and the biases) in one GEMM, then one recurrent GEMM and
+    // one cell call per step.
+    Tensor gates_2d = gates.view({steps * batch, gates_width});
+    double beta = 0.0;
+    if (bias.defined() && gates.numel() > 0) {
+      TG_KERNEL(device, copy)(expand_raw(bias, gates_2d.sizes()), gates_2d);
+      beta = 1.0;
+    }
+    if (gates.numel() > 0) gemm(xs.view({steps * batch, input_size}), w_ih.detach().t(), gates_2d, 1.0, beta);
+    Tensor whh_t = w_hh.detach().t();
     TimeSlice h_prev_at(h_all), c_prev_at(c_all), h_new_at(h_all), c_new_at(c_all), gates_at(gates);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = time_of(s);
