@@ -112,17 +112,17 @@ struct KernelTable {
   // gemm and one cell call per step (optional; the CPU splits the batch across threads). Step s
   // runs time t = reverse ? T-1-s : s; all tensors contiguous except grad_h_all.
   // Forward: x [T, B, I]; w_t = [W_ih^T; W_hh^T], [I + H, 4H]; bias [4H] (undefined: none).
-  // Writes every step's activated gates [T, B, 4H] (pre-activations x_t W_ih^T + h_{t-1} W_hh^T +
-  // bias, then the cell), h_all and c_all [T, B, H].
+  // Writes every step's activated gates [T, B, 4H] (pre-activations [x_t, h_{t-1}] w_t + bias,
+  // then the cell), h_all and c_all [T, B, H].
   void (*lstm_recurrence_forward)(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
                                   const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
                                   const Tensor& lengths, bool reverse) = nullptr;
   // Backward: gates holds the activations; grad_h_all [T, B, H] (any strides) is the gradient of
   // h_all; dh and dc [B, H] hold the gradients of the last state and end as those of h0 and c0;
-  // writes every step's dgates [T, B, 4H].
+  // writes every step's dgates [T, B, 4H] and, when defined, grad_bias [4H] (their sum).
   void (*lstm_recurrence_backward)(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                                    const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                                   const Tensor& lengths, bool reverse) = nullptr;
+                                   const Tensor& grad_bias, const Tensor& lengths, bool reverse) = nullptr;
 
   // One fused pass per parameter (param, grad and state read once, written once); all contiguous,
   // one dtype. momentum_buffer / max_exp_avg_sq are undefined when unused. Update in place.

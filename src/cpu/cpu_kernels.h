@@ -63,7 +63,7 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
                              const Tensor& lengths, bool reverse);
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                               const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& lengths, bool reverse);
+                              const Tensor& grad_bias, const Tensor& lengths, bool reverse);
 
 // optim.cpp
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);

@@ -117,6 +117,12 @@ void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, 
   }
 }
 
+// row[j] += values[j] for j < n.
+template <class T>
+void add_row(T* __restrict row, const T* __restrict values, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] += values[j];
+}
+
 const int64_t* lengths_data(const Tensor& lengths) {
   return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
 }
@@ -136,18 +142,19 @@ int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden, int64_t inp
   return static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
 }
 
-// Calls run(b0, b1) for each thread's slice of [0, batch), on `team` threads.
+// Calls run(b0, b1, part) for each thread's slice [b0, b1) of [0, batch), part 0 to team - 1 in
+// batch order, on `team` threads.
 template <class F>
 void over_batch_slices(int team, int64_t batch, const F& run) {
   if (team <= 1) {
-    run(int64_t{0}, batch);
+    run(int64_t{0}, batch, 0);
     return;
   }
 #pragma omp parallel num_threads(team)
   {
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
     const int64_t b0 = batch * part / parts, b1 = batch * (part + 1) / parts;
-    if (b0 < b1) run(b0, b1);
+    if (b0 < b1) run(b0, b1, static_cast<int>(part));
   }
 }
 
@@ -208,21 +215,21 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
     T* c = static_cast<T*>(c_all.data_ptr());
     const T* h_init = static_cast<const T*>(h0.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
-    over_batch_slices(recurrence_threads(steps, batch, hidden, input), batch, [&](int64_t b0, int64_t b1) {
+    over_batch_slices(recurrence_threads(steps, batch, hidden, input), batch, [&](int64_t b0, int64_t b1, int) {
       const int64_t rows = b1 - b0;
       thread_local std::vector<T> xh;  // this slice's [x_t, h_{t-1}]; kept, so steps allocate nothing
       xh.resize(static_cast<size_t>(rows * depth));
+      T* xht = xh.data();
       const T *hp = h_init, *cp = c_init;
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         T* zt = z + t * batch * width;
         for (int64_t r = 0; r < rows; ++r) {
-          T* row = xh.data() + r * depth;
-          std::copy_n(xs + (t * batch + b0 + r) * input, input, row);
-          std::copy_n(hp + (b0 + r) * hidden, hidden, row + input);
+          std::copy_n(xs + (t * batch + b0 + r) * input, input, xht + r * depth);
+          std::copy_n(hp + (b0 + r) * hidden, hidden, xht + r * depth + input);
           if (b != nullptr) std::copy_n(b, width, zt + (b0 + r) * width);
         }
-        gemm_rows(rows, width, depth, xh.data(), depth, w, width, b != nullptr ? T(1) : T(0), zt + b0 * width, width);
+        gemm_rows(rows, width, depth, xht, depth, w, width, b != nullptr ? T(1) : T(0), zt + b0 * width, width);
         forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);
         hp = h + t * state;
         cp = c + t * state;
@@ -233,8 +240,9 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
 
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                               const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& lengths, bool reverse) {
+                              const Tensor& grad_bias, const Tensor& lengths, bool reverse) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
+  if (grad_bias.defined()) fill(grad_bias, 0.0);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
   const int64_t state = batch * hidden, width = 4 * hidden;
@@ -250,7 +258,13 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
-    over_batch_slices(recurrence_threads(steps, batch, hidden, 0), batch, [&](int64_t b0, int64_t b1) {
+    // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
+    // while they are in cache: one partial per slice, added in slice order (the same sums for any
+    // thread count with the same slices).
+    const int team = recurrence_threads(steps, batch, hidden, 0);
+    std::vector<T> partial_db(grad_bias.defined() ? static_cast<size_t>(team * width) : 0, T(0));
+    over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
+      T* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
@@ -268,10 +282,16 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
         const T* cp = s == 0 ? c_init : c + t_prev * state;
         T* dzt = dz + t * batch * width;
         backward_rows(a + t * batch * width, cp, c + t * state, dhp, dcp, dzt, len, t, hidden, b0, b1);
+        if (db != nullptr)
+          for (int64_t b = b0; b < b1; ++b) add_row(db, dzt + b * width, width);
         // dh_prev += dgates W_hh, this slice's rows only
         gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
       }
     });
+    if (grad_bias.defined()) {
+      T* out = static_cast<T*>(grad_bias.data_ptr());
+      for (int part = 0; part < team; ++part) add_row(out, partial_db.data() + part * width, width);
+    }
   });
 }
 

@@ -178,8 +178,11 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
              auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
              Tensor c_init_ = sc0.get();
-             if (auto recurrence = backend::kernels(dev).lstm_recurrence_backward) {
-               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, lens_, reverse);
+             Tensor db;  // the bias gradient: the sum of dgates over steps and rows
+             auto recurrence = backend::kernels(dev).lstm_recurrence_backward;
+             if (recurrence != nullptr) {
+               if (need_b_ih || need_b_hh) db = empty_tensor({gates_width}, dt, dev);
+               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, db, lens_, reverse);
              } else {
                TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
                for (int64_t s = steps - 1; s >= 0; --s) {
@@ -192,7 +195,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                }
              }
              Tensor dg2 = dgates.view({steps * batch, gates_width});
-             Tensor dx, dw_ih, dw_hh, db;
+             Tensor dx, dw_ih, dw_hh;
              if (need_x) {
                dx = empty_tensor({steps, batch, input_size}, dt, dev);
                gemm_(dg2, sw_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
@@ -217,7 +220,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                  }
                }
              }
-             if (need_b_ih || need_b_hh) db = column_sum(dg2);
+             if ((need_b_ih || need_b_hh) && !db.defined()) db = column_sum(dg2);
              return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh,
                                         need_b_ih ? db : Tensor(), need_b_hh ? db : Tensor()};
            });
