@@ -600,6 +600,24 @@ TEST(Autograd, LeafGradOutlivesTheGraph) {
   EXPECT_EQ(x.impl_ptr().use_count(), 1);
 }
 
+// A leaf's first gradient may be taken as its .grad rather than copied (when nothing else holds
+// it), but never when the same gradient tensor also flows elsewhere: the leaves' .grad must stay
+// separate tensors, and later accumulation must not leak into another leaf.
+TEST(Autograd, LeafGradientsNeverShareMemory) {
+  Tensor a = ones({3}).requires_grad_(), b = ones({3}).requires_grad_();
+  Tensor w = full({2, 3}, 2.0).requires_grad_();
+  add(add(a, b), sum(w, {0})).sum().backward();  // add passes one gradient tensor to both inputs
+  EXPECT_NE(a.grad().data_ptr(), b.grad().data_ptr());
+  a.grad().add_(ones({3}));
+  expect_close(b.grad(), {1, 1, 1});
+  expect_close(a.grad(), {2, 2, 2});
+  expect_close(w.grad(), {1, 1, 1, 1, 1, 1});
+  // A second backward accumulates into each .grad separately.
+  add(a, b).sum().backward();
+  expect_close(a.grad(), {3, 3, 3});
+  expect_close(b.grad(), {2, 2, 2});
+}
+
 TEST(Autograd, SavedTensorsAreFreedAfterBackwardUnlessRetained) {
   // A constant captured by the graph lives in caller memory whose deleter tells us when it is freed.
   for (bool retain : {false, true}) {

@@ -94,12 +94,29 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("Accumul
   outputs_.push_back(OutputMeta{leaf_->sizes, leaf_->dtype, leaf_->storage->device()});
 }
 
+namespace {
+
+// Whether the first gradient of a leaf can become its .grad as it is: nothing else holds the
+// tensor (the engine drops its own reference after this node runs) or its memory, it has no
+// history, and it is a plain contiguous tensor of the leaf's shape (not a broadcast, a view of a
+// larger buffer, or a wrapper of memory owned elsewhere). As PyTorch does, this saves a copy of
+// every parameter's gradient per backward.
+bool can_take(const Tensor& incoming, const TensorImpl& leaf) {
+  const std::shared_ptr<TensorImpl>& impl = incoming.impl_ptr();
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && !impl->is_view && !impl->requires_grad &&
+         impl->grad_fn == nullptr && impl->offset == 0 && impl->sizes == leaf.sizes && impl->dtype == leaf.dtype &&
+         incoming.is_contiguous() &&
+         impl->storage->nbytes() == static_cast<size_t>(incoming.numel()) * dtype_size(impl->dtype);
+}
+
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   const Tensor& incoming = grad_outputs[0];
   if (!incoming.defined()) return {};
   if (!leaf_->grad) {
-    // A fresh buffer: the incoming tensor may be shared with other edges of the graph.
-    leaf_->grad = incoming.clone().impl_ptr();
+    // Otherwise a fresh buffer: the incoming tensor may be shared with other edges of the graph.
+    leaf_->grad = can_take(incoming, *leaf_) ? incoming.impl_ptr() : incoming.clone().impl_ptr();
   } else {
     Tensor(leaf_->grad).add_(incoming);
   }
