@@ -117,10 +117,10 @@ void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, 
   }
 }
 
-// row[j] += values[j] for j < n.
-template <class T>
-void add_row(T* __restrict row, const T* __restrict values, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) row[j] += values[j];
+// row[j] += values[j] for j < n (values converted to the row's type).
+template <class T, class V>
+void add_row(T* __restrict row, const V* __restrict values, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] += static_cast<T>(values[j]);
 }
 
 const int64_t* lengths_data(const Tensor& lengths) {
@@ -262,9 +262,10 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
     const int team = recurrence_threads(steps, batch, hidden, 0);
-    std::vector<T> partial_db(grad_bias.defined() ? static_cast<size_t>(team * width) : 0, T(0));
+    // In double, like the library's other float sums (T * B terms each).
+    std::vector<double> partial_db(grad_bias.defined() ? static_cast<size_t>(team * width) : 0, 0.0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
-      T* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
+      double* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
@@ -289,8 +290,9 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
       }
     });
     if (grad_bias.defined()) {
+      for (int part = 1; part < team; ++part) add_row(partial_db.data(), partial_db.data() + part * width, width);
       T* out = static_cast<T*>(grad_bias.data_ptr());
-      for (int part = 0; part < team; ++part) add_row(out, partial_db.data() + part * width, width);
+      for (int64_t j = 0; j < width; ++j) out[j] = static_cast<T>(partial_db[static_cast<size_t>(j)]);
     }
   });
 }
