@@ -17,12 +17,23 @@ std::optional<double> CompareRow::ratio() const {
   return tapegrad.median_ms / libtorch->median_ms;
 }
 
+namespace {
+
+// Relative, except that losses under 0.01 count as 0.01: a model that has memorised its few batches
+// drives the loss towards 0, where rounding alone makes the relative difference large.
+double loss_rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-2}); }
+
+}  // namespace
+
 double CompareRow::loss_rel_diff() const {
   if (!libtorch || tapegrad.median_ms <= 0) return 0;
-  // Relative, except that losses under 0.01 count as 0.01: a model that has memorised its few batches
-  // drives the loss towards 0, where rounding alone makes the relative difference large.
-  auto rel = [](double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-2}); };
-  return std::max(rel(tapegrad.first_loss, libtorch->first_loss), rel(tapegrad.final_loss, libtorch->final_loss));
+  return std::max(loss_rel(tapegrad.first_loss, libtorch->first_loss),
+                  loss_rel(tapegrad.check_loss, libtorch->check_loss));
+}
+
+double CompareRow::final_loss_rel_diff() const {
+  if (!libtorch || tapegrad.median_ms <= 0) return 0;
+  return loss_rel(tapegrad.final_loss, libtorch->final_loss);
 }
 
 namespace {
@@ -48,27 +59,32 @@ std::optional<double> CompareReport::percent_of_ceiling(const CompareRow& row) c
 std::string format_table(const CompareReport& report) {
   std::ostringstream out;
   char line[320];
-  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %5s  %s\n",
+  char loss_k_tg[16], loss_k_lt[16];
+  std::snprintf(loss_k_tg, sizeof loss_k_tg, "loss%d tg", kCheckStep);
+  std::snprintf(loss_k_lt, sizeof loss_k_lt, "loss%d lt", kCheckStep);
+  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %10s %10s %5s  %s\n",
                 "config", "batch", "tapegrad ms", "libtorch ms", "tg/lt", "min-min", "tg GF/s", "lt GF/s", "tg %ceil",
-                "loss1 tg", "loss1 lt", "lossN tg", "lossN lt", "N", "losses");
+                "loss1 tg", "loss1 lt", loss_k_tg, loss_k_lt, "lossN tg", "lossN lt", "N", "losses");
   out << line;
   for (const CompareRow& r : report.rows) {
     char lt_ms[32] = "-", ratio[32] = "-", min_ratio[32] = "-", l1[32] = "-", ln[32] = "-";
     char lt_gflops[32] = "-", percent[32] = "-";
     const char* agree = "-";
     if (std::optional<double> p = report.percent_of_ceiling(r)) std::snprintf(percent, sizeof percent, "%.0f%%", *p);
-    char tg_ms[32] = "-", tg_gflops[32] = "-", tg_l1[32] = "-", tg_ln[32] = "-";
+    char tg_ms[32] = "-", tg_gflops[32] = "-", tg_l1[32] = "-", tg_lk[32] = "-", tg_ln[32] = "-", lk[32] = "-";
     const bool tg_timed = r.tapegrad.median_ms > 0;
     if (tg_timed) {
       std::snprintf(tg_ms, sizeof tg_ms, "%.3f", r.tapegrad.median_ms);
       std::snprintf(tg_gflops, sizeof tg_gflops, "%.1f", r.tapegrad_gflops());
       std::snprintf(tg_l1, sizeof tg_l1, "%.6f", r.tapegrad.first_loss);
+      std::snprintf(tg_lk, sizeof tg_lk, "%.6f", r.tapegrad.check_loss);
       std::snprintf(tg_ln, sizeof tg_ln, "%.6f", r.tapegrad.final_loss);
     }
     if (r.libtorch) {
       std::snprintf(lt_gflops, sizeof lt_gflops, "%.1f", *r.libtorch_gflops());
       std::snprintf(lt_ms, sizeof lt_ms, "%.3f", r.libtorch->median_ms);
       std::snprintf(l1, sizeof l1, "%.6f", r.libtorch->first_loss);
+      std::snprintf(lk, sizeof lk, "%.6f", r.libtorch->check_loss);
       std::snprintf(ln, sizeof ln, "%.6f", r.libtorch->final_loss);
     }
     if (r.libtorch && tg_timed) {
@@ -76,9 +92,10 @@ std::string format_table(const CompareReport& report) {
       std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
       agree = r.loss_rel_diff() <= kLossTolerance ? "agree" : "MISMATCH";
     }
-    std::snprintf(line, sizeof line, "%-12s %6lld %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %5lld  %s\n",
+    std::snprintf(line, sizeof line,
+                  "%-12s %6lld %12s %12s %7s %8s %8s %8s %8s %10s %10s %10s %10s %10s %10s %5lld  %s\n",
                   r.config.c_str(), static_cast<long long>(r.batch), tg_ms, lt_ms, ratio, min_ratio, tg_gflops,
-                  lt_gflops, percent, tg_l1, l1, tg_ln, ln, static_cast<long long>(r.steps), agree);
+                  lt_gflops, percent, tg_l1, l1, tg_lk, lk, tg_ln, ln, static_cast<long long>(r.steps), agree);
     out << line;
   }
   return out.str();
@@ -93,6 +110,7 @@ void write_json(const CompareReport& report, const std::string& path) {
   doc["device"] = report.device;
   doc["libtorch"] = report.libtorch;
   doc["sides"] = report.sides;
+  doc["check_step"] = kCheckStep;
   doc["peak_rss_mib"] = report.peak_rss_mib;
   doc["timing"] =
       "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
@@ -121,6 +139,7 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["tapegrad_ms"] = r.tapegrad.median_ms;
       row["tapegrad_min_ms"] = r.tapegrad.min_ms;
       row["tapegrad_first_loss"] = r.tapegrad.first_loss;
+      row["tapegrad_check_loss"] = r.tapegrad.check_loss;
       row["tapegrad_final_loss"] = r.tapegrad.final_loss;
       row["tapegrad_gflops"] = r.tapegrad_gflops();
     }
@@ -129,6 +148,7 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["libtorch_ms"] = r.libtorch->median_ms;
       row["libtorch_min_ms"] = r.libtorch->min_ms;
       row["libtorch_first_loss"] = r.libtorch->first_loss;
+      row["libtorch_check_loss"] = r.libtorch->check_loss;
       row["libtorch_final_loss"] = r.libtorch->final_loss;
       row["libtorch_gflops"] = *r.libtorch_gflops();
     }
@@ -136,6 +156,7 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();
       row["ratio_of_fastest_steps"] = r.tapegrad.min_ms / r.libtorch->min_ms;
       row["loss_rel_diff"] = r.loss_rel_diff();
+      row["final_loss_rel_diff"] = r.final_loss_rel_diff();
     }
     doc["rows"].push_back(row);
   }
