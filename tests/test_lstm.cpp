@@ -147,6 +147,30 @@ TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
   }
 }
 
+// A classifier reads only h_n: the output sequence's gradient is then the engine's broadcast
+// zero, which the CPU recurrence skips rather than adds.
+TEST_P(LstmLayer, OnlyTheFinalStateUsed) {
+  const Case& c = GetParam();
+  LstmInputs in = make_inputs(9, 12, 5, 24, kFloat32, c.lengths, 31);
+  std::vector<Tensor> leaves{in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh};
+  auto grads_of = [&](const LstmLayerOutput& r) {
+    Generator g(7);
+    sum(mul(r.h_n, randn(r.h_n.sizes(), r.h_n.dtype(), &g))).backward();
+    std::vector<Tensor> grads;
+    for (Tensor& t : leaves) {
+      grads.push_back(t.grad());
+      t.set_grad(Tensor());
+    }
+    return grads;
+  };
+  std::vector<Tensor> fused =
+      grads_of(lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse));
+  std::vector<Tensor> expected = grads_of(reference(in, c.reverse));
+  const char* names[] = {"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"};
+  for (size_t i = 0; i < leaves.size(); ++i)
+    EXPECT_LT(relative_error(fused[i], expected[i]), 1e-5) << "gradient of " << names[i];
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, LstmLayer,
                          ::testing::Values(Case{"forward", false, false}, Case{"reverse", true, false},
                                            Case{"forward_lengths", false, true}, Case{"reverse_lengths", true, true}),

@@ -258,6 +258,8 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
+    // The engine's zero gradient for an unused output is one broadcast element.
+    const bool output_grad_is_zero = gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0);
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
@@ -270,7 +272,9 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
         const T* gt = g + t * gs0;
-        if (gs2 == 1) {
+        if (output_grad_is_zero) {
+          // nothing to add: the output sequence was unused (a classifier reading h_n)
+        } else if (gs2 == 1) {
           for (int64_t b = b0; b < b1; ++b) {
             T* __restrict row = dhp + b * hidden;
             const T* __restrict in = gt + b * gs1;
