@@ -259,6 +259,41 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
   }
 }
 
+// dst[j * ldd + i] = src[i * lds + j] for a rows x cols src, through 16 x 16 register transposes.
+TG_AVX512 void transpose_matrix(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t height = std::min<int64_t>(16, rows - i0);
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t width = std::min<int64_t>(16, cols - j0);
+      const __mmask16 mask = lanes(width);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < height ? _mm512_maskz_loadu_ps(mask, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t j = 0; j < width; ++j) _mm512_mask_storeu_ps(dst + (j0 + j) * ldd + i0, lanes(height), r[j]);
+    }
+  }
+}
+
+// Note [weight gradients as transposed products]: a weight gradient G^T X (G [k, m] the output
+// gradients, X [k, n] the inputs, k = batch x steps) has a column-major A, which this kernel packs:
+// m x k values in 12-row tiles. When m is several times n (an LSTM's 4H gates against its H or I
+// inputs) C^T = X^T G is cheaper: only n x k values to pack, G read in place as B, and C (m x n,
+// small) transposed out through registers. lstm_row's dW_hh: 563 -> 500 us, dW_ih: 206 -> 130 us.
+bool transposed_product_is_cheaper(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_cs) {
+  return a_rs == 1 && a_cs != 1 && b_cs == 1 && m >= 2 * n && k >= 256;  // k: the transposes cost ~2 m n
+}
+
+void transposed_product(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_cs, const float* b,
+                        int64_t b_rs, float beta, float* c, int64_t ldc) {
+  thread_local std::vector<float> buffer;
+  float* ct = scratch(buffer, n * m);  // C^T, [n, m]
+  if (beta != 0.0f) transpose_matrix(c, m, n, ldc, ct, m);
+  // X^T: element (j, p) at b[p * b_rs + j]; G: element (p, i) at a[i + p * a_cs].
+  sgemm_avx512(n, m, k, alpha, b, 1, b_rs, a, a_cs, 1, beta, ct, m);
+  transpose_matrix(ct, n, m, m, c, ldc);
+}
+
 // [begin, end) cut into `parts` near-equal ranges whose inner edges fall on multiples of `align`.
 int64_t split_point(int64_t begin, int64_t end, int part, int parts, int64_t align) {
   if (part >= parts) return end;
@@ -279,6 +314,10 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
   if (k <= 0 || alpha == 0.0f) {  // no product: C = beta * C, and beta = 0 clears it
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  if (transposed_product_is_cheaper(m, n, k, a_rs, a_cs, b_cs)) {
+    transposed_product(m, n, k, alpha, a, a_cs, b, b_rs, beta, c, ldc);
     return;
   }
   const Operands o{m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, ldc};
