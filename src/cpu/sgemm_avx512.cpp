@@ -279,9 +279,11 @@ TG_AVX512 void transpose_matrix(const float* src, int64_t rows, int64_t cols, in
 // gradients, X [k, n] the inputs, k = batch x steps) has a column-major A, which this kernel packs:
 // m x k values in 12-row tiles. When m is several times n (an LSTM's 4H gates against its H or I
 // inputs) C^T = X^T G is cheaper: only n x k values to pack, G read in place as B, and C (m x n,
-// small) transposed out through registers. lstm_row's dW_hh: 563 -> 500 us, dW_ih: 206 -> 130 us.
+// small) transposed out through registers. lstm_row's dW_hh: 563 -> 488 us, dW_ih: 206 -> 130 us.
+// Measured, not derived: from k of about 6000 on (lstm_large, lstm_small at batch 256) reading G in
+// place over so many rows made whole steps 3-15% slower, so longer products keep the packed path.
 bool transposed_product_is_cheaper(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_cs) {
-  return a_rs == 1 && a_cs != 1 && b_cs == 1 && m >= 2 * n && k >= 256;  // k: the transposes cost ~2 m n
+  return a_rs == 1 && a_cs != 1 && b_cs == 1 && m >= 2 * n && k >= 256 && k <= 4096;
 }
 
 void transposed_product(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_cs, const float* b,
