@@ -136,9 +136,11 @@ const int64_t* lengths_data(const Tensor& lengths) {
 constexpr int64_t kMinRowsPerThread = 4;
 constexpr int64_t kMinRecurrenceMacs = int64_t{1} << 20;
 
+// The team for a sequence whose steps each multiply [B, input + H] by [input + H, 4H].
 int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden, int64_t input) {
   const int threads = get_num_threads();
-  if (threads <= 1 || omp_in_parallel() || steps * batch * (input + hidden) * 4 * hidden < kMinRecurrenceMacs) return 1;
+  const int64_t macs = steps * batch * (input + hidden) * 4 * hidden;
+  if (threads <= 1 || omp_in_parallel() || macs < kMinRecurrenceMacs) return 1;
   return static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
 }
 
@@ -263,7 +265,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
-    const int team = recurrence_threads(steps, batch, hidden, 0);
+    const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);  // each step: [B, 4H] x [4H, H]
     // In double, like the library's other float sums (T * B terms each).
     std::vector<double> partial_db(grad_bias.defined() ? static_cast<size_t>(team * width) : 0, 0.0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
