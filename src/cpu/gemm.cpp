@@ -293,8 +293,6 @@ void gemm_rows_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, co
       sgemm_avx512(m, n, k, 1.0f, a, lda, 1, b, ldb, 1, beta, c, ldc);
       return;
     }
-  }
-  if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);

@@ -61,16 +61,12 @@ __mmask16 lanes(int64_t count) {
 
 // Rows [0, rows) by depth [0, kc) of A into tiles of kMr rows: for each depth p a tile holds its kMr
 // values side by side (zeros past the last row), the order in which the kernel broadcasts them.
+// Only A with strided rows comes here (contiguous rows are read in place).
 TG_AVX512 void pack_a(const float* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, float* out) {
   for (int64_t t = 0; t < rows; t += kMr, out += kc * kMr) {
     const int64_t r = std::min<int64_t>(kMr, rows - t);
     if (r < kMr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kMr));
-    if (cs == 1) {  // rows contiguous: read along them
-      for (int64_t i = 0; i < r; ++i) {
-        const float* row = a + (t + i) * rs;
-        for (int64_t p = 0; p < kc; ++p) out[p * kMr + i] = row[p];
-      }
-    } else if (rs == 1) {  // columns contiguous (a transposed operand): each depth is one masked copy
+    if (rs == 1) {  // columns contiguous (a transposed operand): each depth is one masked copy
       const __mmask16 mask = lanes(r);
       for (int64_t p = 0; p < kc; ++p)
         _mm512_mask_storeu_ps(out + p * kMr, mask, _mm512_maskz_loadu_ps(mask, a + t + p * cs));
@@ -114,27 +110,30 @@ TG_AVX512 inline void transpose16x16(__m512 r[16]) {
 }
 #pragma GCC diagnostic pop
 
+// dst[j * ldd + i] = src[i * lds + j] for a rows x cols src, through 16 x 16 register transposes.
+TG_AVX512 void transpose_matrix(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t height = std::min<int64_t>(16, rows - i0);
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t width = std::min<int64_t>(16, cols - j0);
+      const __mmask16 mask = lanes(width);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < height ? _mm512_maskz_loadu_ps(mask, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t j = 0; j < width; ++j) _mm512_mask_storeu_ps(dst + (j0 + j) * ldd + i0, lanes(height), r[j]);
+    }
+  }
+}
+
 // Depth [0, kc) by columns [0, cols) of B into panels of kNr columns (zeros past the last column).
 TG_AVX512 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float* out) {
   for (int64_t j = 0; j < cols; j += kNr, out += kc * kNr) {
     const int64_t w = std::min<int64_t>(kNr, cols - j);
-    if (rs == 1 && cs != 1) {  // columns contiguous (a transposed operand): 16 x 16 blocks through registers
-      for (int64_t half = 0; half < kNr; half += 16) {
-        const int64_t width = std::min<int64_t>(16, w - half);  // columns that exist; the rest pack as zeros
-        for (int64_t p = 0; p < kc; p += 16) {
-          const int64_t depth = std::min<int64_t>(16, kc - p);
-          const __mmask16 mask = lanes(depth);
-          __m512 r[16];
-          for (int64_t i = 0; i < 16; ++i)
-            r[i] = i < width ? _mm512_maskz_loadu_ps(mask, b + (j + half + i) * cs + p) : _mm512_setzero_ps();
-          transpose16x16(r);
-          for (int64_t q = 0; q < depth; ++q) _mm512_storeu_ps(out + (p + q) * kNr + half, r[q]);
-        }
-      }
-      continue;
-    }
     if (w < kNr) std::memset(out, 0, sizeof(float) * static_cast<size_t>(kc * kNr));
-    if (cs == 1) {
+    if (rs == 1 && cs != 1) {  // columns contiguous (a transposed operand): the panel is their transpose
+      transpose_matrix(b + j * cs, w, kc, cs, out, kNr);
+    } else if (cs == 1) {
       for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * kNr, b + p * rs + j, sizeof(float) * static_cast<size_t>(w));
     } else {  // columns strided too: element by element
       for (int64_t jj = 0; jj < w; ++jj) {
@@ -144,7 +143,6 @@ TG_AVX512 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_
     }
   }
 }
-
 
 // C[R x w] = alpha * (A tile)(B panel) + beta * C for one register tile. a: the tile's first value,
 // either packed (kPackedA: kMr values per depth) or read in place from rows lda apart; b: the
@@ -255,22 +253,6 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
           }
         }
       }
-    }
-  }
-}
-
-// dst[j * ldd + i] = src[i * lds + j] for a rows x cols src, through 16 x 16 register transposes.
-TG_AVX512 void transpose_matrix(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
-  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
-    const int64_t height = std::min<int64_t>(16, rows - i0);
-    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
-      const int64_t width = std::min<int64_t>(16, cols - j0);
-      const __mmask16 mask = lanes(width);
-      __m512 r[16];
-      for (int64_t i = 0; i < 16; ++i)
-        r[i] = i < height ? _mm512_maskz_loadu_ps(mask, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
-      transpose16x16(r);
-      for (int64_t j = 0; j < width; ++j) _mm512_mask_storeu_ps(dst + (j0 + j) * ldd + i0, lanes(height), r[j]);
     }
   }
 }
