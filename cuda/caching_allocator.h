@@ -15,6 +15,9 @@ class CachingAllocator : public Allocator {
   // device. Throws tapegrad::Error when out of memory (after freeing the cache and retrying once).
   DataPtr allocate(size_t nbytes, Device device) override;
 
+  // False when TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 (Note [bypassing the cache]).
+  static bool enabled();
+
   cuda::MemoryStats stats(int device);
   void reset_peak_stats(int device);
   void empty_cache();  // every device

@@ -23,6 +23,7 @@ void copy(const Tensor& src, const Tensor& dst) {
   TG_CHECK(src.device() == dst.device(), "copy: the cuda kernel copies within one device, got ", src.device(),
            " and ", dst.device());
   if (src.numel() == 0) return;
+  cuda::DeviceGuard guard(dst.device());  // kernels launch on the current device
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     // A plain byte copy: the copy engine's own path, no kernel. Overlap cannot occur here (copy_
     // clones an overlapping source first).

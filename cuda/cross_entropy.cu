@@ -40,7 +40,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int64_t* target, T* 
                                      int64_t classes, int64_t ignore_index, Acc<T> smoothing) {
   using Tiling = RowTiling<kThreadsPerRow>;
   using C = Acc<T>;
-  __shared__ C shared[Tiling::kSharedSlots];
+  TG_SHARED_ARRAY(C, shared, Tiling::kSharedSlots);
   for (int64_t row = Tiling::first_row(); row < rows; row += Tiling::row_step()) {
     const T* z = logits + row * classes;
     C m = -std::numeric_limits<C>::infinity();
@@ -96,6 +96,7 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
   const int64_t rows = logits.size(0), classes = logits.size(1);
   if (rows == 0) return;
   TG_CHECK(classes > 0, "cross_entropy: input has no classes");
+  cuda::DeviceGuard guard(logits.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -107,12 +108,12 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
     const C smoothing = static_cast<C>(label_smoothing);
     if (classes <= kWarpRowLimit) {
       using Tiling = RowTiling<kWarpSize>;
-      cross_entropy_kernel<kWarpSize, T>
-          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(z, t, loss, lse, rows, classes, ignore_index, smoothing);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, cross_entropy_kernel<kWarpSize, T>)
+      (z, t, loss, lse, rows, classes, ignore_index, smoothing);
     } else {
       using Tiling = RowTiling<kBlockThreads>;
-      cross_entropy_kernel<kBlockThreads, T>
-          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(z, t, loss, lse, rows, classes, ignore_index, smoothing);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, cross_entropy_kernel<kBlockThreads, T>)
+      (z, t, loss, lse, rows, classes, ignore_index, smoothing);
     }
     TG_CUDA_CHECK_LAUNCH("cross_entropy");
   });
@@ -129,14 +130,15 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, con
   const int64_t n = rows * classes;
   if (n == 0) return;
   const int64_t grad_stride = grad_losses.dim() ? grad_losses.stride(0) : 0;
+  cuda::DeviceGuard guard(logits.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_floating_and_half(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Acc<T>;
-    cross_entropy_backward_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
-        static_cast<const T*>(grad_losses.data_ptr()), grad_stride, static_cast<const T*>(logits.data_ptr()),
-        static_cast<const int64_t*>(target.data_ptr()), static_cast<const T*>(logsumexp.data_ptr()),
-        static_cast<T*>(grad_logits.data_ptr()), rows, classes, ignore_index, static_cast<C>(label_smoothing));
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, cross_entropy_backward_kernel<T>)
+    (static_cast<const T*>(grad_losses.data_ptr()), grad_stride, static_cast<const T*>(logits.data_ptr()),
+     static_cast<const int64_t*>(target.data_ptr()), static_cast<const T*>(logsumexp.data_ptr()),
+     static_cast<T*>(grad_logits.data_ptr()), rows, classes, ignore_index, static_cast<C>(label_smoothing));
     TG_CUDA_CHECK_LAUNCH("cross_entropy_backward");
   });
 }

@@ -8,7 +8,10 @@
 
 namespace tapegrad::cuda_backend {
 
+// Clears the thread's last-error state first: CUDA keeps a failed call's status until
+// cudaGetLastError() reads it, and the next launch check would report this failure again.
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* where) {
+  (void)cudaGetLastError();
   detail::throw_error(detail::str_cat(where, ": CUDA call ", call, " failed: ", cudaGetErrorName(status), " (",
                                       cudaGetErrorString(status), ")"));
 }

@@ -17,7 +17,9 @@ struct ConstantFn {
 
 template <class T>
 __global__ void arange_kernel(T* out, int64_t n, double start, double step) {
-  TG_GRID_STRIDE_LOOP(i, n) { out[i] = convert<T>(math::arange_value(start, step, i)); }
+  TG_GRID_STRIDE_LOOP(i, n) {
+    out[i] = convert<T>(math::arange_value(start, step, i));
+  }
 }
 
 }  // namespace
@@ -36,10 +38,11 @@ void arange(const Tensor& out, double start, double step) {
   TG_CHECK(out.is_contiguous(), "arange: expected a contiguous output");
   const int64_t n = out.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    arange_kernel<T><<<pointwise_grid(n), kBlockThreads, 0, current_stream()>>>(static_cast<T*>(out.data_ptr()), n,
-                                                                                 start, step);
+    TG_LAUNCH_KERNEL(pointwise_grid(n), kBlockThreads, 0, current_stream(), arange_kernel<T>)
+    (static_cast<T*>(out.data_ptr()), n, start, step);
     TG_CUDA_CHECK_LAUNCH("arange");
   });
 }

@@ -132,12 +132,13 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   if (n == 0) return;
   const Around a = around(x.sizes(), dim);
   const int64_t count = index.numel();
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_word(x.itemsize(), "index_select", [&](auto tag) {
     using Word = typename decltype(tag)::type;
-    index_select_kernel<Word><<<grid_for(n), kBlockThreads, 0, stream>>>(
-        static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<Word*>(out.data_ptr()), n, count, a.extent, a.inner);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, index_select_kernel<Word>)
+    (static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+     static_cast<Word*>(out.data_ptr()), n, count, a.extent, a.inner);
     TG_CUDA_CHECK_LAUNCH("index_select");
   });
 }
@@ -149,12 +150,13 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
   if (n == 0) return;
   const Around a = around(out.sizes(), dim);
   const int64_t count = index.numel();
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_numeric(out.dtype(), "index_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    index_add_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
-        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<const T*>(src.data_ptr()), n, count, a.extent, a.inner);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, index_add_kernel<T>)
+    (static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+     static_cast<const T*>(src.data_ptr()), n, count, a.extent, a.inner);
     TG_CUDA_CHECK_LAUNCH("index_add");
   });
 }
@@ -166,12 +168,13 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
   const int64_t n = out.numel();
   if (n == 0) return;
   const Around xa = around(x.sizes(), dim), ia = around(index.sizes(), dim);
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_word(x.itemsize(), "gather", [&](auto tag) {
     using Word = typename decltype(tag)::type;
-    gather_kernel<Word><<<grid_for(n), kBlockThreads, 0, stream>>>(
-        static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<Word*>(out.data_ptr()), n, ia.extent, ia.inner, xa.extent, xa.inner);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, gather_kernel<Word>)
+    (static_cast<const Word*>(x.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+     static_cast<Word*>(out.data_ptr()), n, ia.extent, ia.inner, xa.extent, xa.inner);
     TG_CUDA_CHECK_LAUNCH("gather");
   });
 }
@@ -183,12 +186,13 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   const int64_t n = src.numel();
   if (n == 0) return;
   const Around oa = around(out.sizes(), dim), ia = around(index.sizes(), dim);
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_numeric(out.dtype(), "scatter_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatter_add_kernel<T><<<grid_for(n), kBlockThreads, 0, stream>>>(
-        static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<const T*>(src.data_ptr()), n, ia.extent, ia.inner, oa.extent, oa.inner);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, scatter_add_kernel<T>)
+    (static_cast<T*>(out.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+     static_cast<const T*>(src.data_ptr()), n, ia.extent, ia.inner, oa.extent, oa.inner);
     TG_CUDA_CHECK_LAUNCH("scatter_add");
   });
 }

@@ -1,6 +1,14 @@
 // Launch helpers shared by every CUDA kernel file: the stream kernels run on, a grid-stride
 // configuration, and the index type. Kernels launch on current_stream() so that user streams
 // (StreamGuard) and the caching allocator's per-stream reuse stay consistent.
+//
+// Every launch goes through TG_LAUNCH_KERNEL and every static shared array through
+// TG_SHARED_ARRAY. Here they are CUDA's own syntax; the emulation build (-DTAPEGRAD_CUDA=EMULATE,
+// tests/cuda_emulator) defines them first, in its cuda_runtime.h, to run the same kernels on the
+// host with CUDA's rules checked.
+//
+//   TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, kernel<Args...>)(arguments...);
+//   TG_SHARED_ARRAY(float, partials, 32);  // __shared__ float partials[32];
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +17,15 @@
 #include <cstdint>
 
 #include "cuda_check.h"
+#include "tapegrad/cuda/device.h"
+
+#ifndef TG_LAUNCH_KERNEL
+#define TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
+  __VA_ARGS__<<<grid, block, dynamic_shared_bytes, stream>>>
+#endif
+#ifndef TG_SHARED_ARRAY
+#define TG_SHARED_ARRAY(type, name, count) __shared__ type name[count]
+#endif
 
 namespace tapegrad::cuda_backend {
 
@@ -27,6 +44,6 @@ inline int grid_for(int64_t n, int threads = kBlockThreads) {
 }  // namespace tapegrad::cuda_backend
 
 // for (i in [0, n)) with a grid-stride loop; i is int64_t.
-#define TG_GRID_STRIDE_LOOP(i, n)                                                                     \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n);              \
+#define TG_GRID_STRIDE_LOOP(i, n)                                                        \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)

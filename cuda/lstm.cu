@@ -91,10 +91,10 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
   cuda::DeviceGuard guard(gates.device());
   dispatch_floating_and_half(gates.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    lstm_cell_forward_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
-        static_cast<T*>(gates.data_ptr()), static_cast<const T*>(h_prev.data_ptr()),
-        static_cast<const T*>(c_prev.data_ptr()), static_cast<T*>(h_new.data_ptr()), static_cast<T*>(c_new.data_ptr()),
-        lengths_ptr(lengths), t, batch, hidden);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, current_stream(), lstm_cell_forward_kernel<T>)
+    (static_cast<T*>(gates.data_ptr()), static_cast<const T*>(h_prev.data_ptr()),
+     static_cast<const T*>(c_prev.data_ptr()), static_cast<T*>(h_new.data_ptr()), static_cast<T*>(c_new.data_ptr()),
+     lengths_ptr(lengths), t, batch, hidden);
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }
@@ -108,10 +108,10 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
   cuda::DeviceGuard guard(gates.device());
   dispatch_floating_and_half(gates.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    lstm_cell_backward_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
-        static_cast<const T*>(gates.data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
-        static_cast<const T*>(c_new.data_ptr()), static_cast<T*>(dh.data_ptr()), static_cast<T*>(dc.data_ptr()),
-        static_cast<T*>(dgates.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, current_stream(), lstm_cell_backward_kernel<T>)
+    (static_cast<const T*>(gates.data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
+     static_cast<const T*>(c_new.data_ptr()), static_cast<T*>(dh.data_ptr()), static_cast<T*>(dc.data_ptr()),
+     static_cast<T*>(dgates.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }

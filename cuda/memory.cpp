@@ -72,6 +72,7 @@ size_t memory_reserved(int device) { return memory_stats(device).reserved_bytes;
 size_t max_memory_allocated(int device) { return memory_stats(device).peak_allocated_bytes; }
 void reset_peak_memory_stats(int device) { cuda_backend::caching_allocator().reset_peak_stats(device); }
 void empty_cache() { cuda_backend::caching_allocator().empty_cache(); }
+bool caching_allocator_enabled() { return cuda_backend::CachingAllocator::enabled(); }
 
 void record_stream(const Tensor& tensor, const Stream& stream) {
   TG_CHECK(tensor.defined(), "cuda::record_stream: undefined tensor");

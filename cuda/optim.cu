@@ -100,9 +100,9 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   cuda::DeviceGuard guard(param.device());
   dispatch_floating_and_half(param.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sgd_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
-        static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()),
-        static_cast<T*>(hyper.momentum != 0 ? momentum_buffer.data_ptr() : nullptr), n, hyper);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, current_stream(), sgd_kernel<T>)
+    (static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()),
+     static_cast<T*>(hyper.momentum != 0 ? momentum_buffer.data_ptr() : nullptr), n, hyper);
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }
@@ -117,10 +117,10 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   cuda::DeviceGuard guard(param.device());
   dispatch_floating_and_half(param.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adam_kernel<T><<<grid_for(n), kBlockThreads, 0, current_stream()>>>(
-        static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()), static_cast<T*>(exp_avg.data_ptr()),
-        static_cast<T*>(exp_avg_sq.data_ptr()), static_cast<T*>(hyper.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr), n,
-        hyper);
+    TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, current_stream(), adam_kernel<T>)
+    (static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()), static_cast<T*>(exp_avg.data_ptr()),
+     static_cast<T*>(exp_avg_sq.data_ptr()), static_cast<T*>(hyper.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr), n,
+     hyper);
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }
@@ -153,7 +153,7 @@ void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::S
     dispatch_floating_and_half(group.first.second, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       multi_tensor_apply<3>(group.second, [&](const TensorListMetadata<3>& meta, int blocks) {
-        sgd_many_kernel<T><<<blocks, kMultiTensorThreads, 0, current_stream()>>>(meta, hyper);
+        TG_LAUNCH_KERNEL(blocks, kMultiTensorThreads, 0, current_stream(), sgd_many_kernel<T>)(meta, hyper);
         TG_CUDA_CHECK_LAUNCH(op);
       });
     });
@@ -175,7 +175,7 @@ void adam_step_many(const std::vector<backend::AdamTensors>& params, const math:
     dispatch_floating_and_half(group.first.second, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       multi_tensor_apply<5>(group.second, [&](const TensorListMetadata<5>& meta, int blocks) {
-        adam_many_kernel<T><<<blocks, kMultiTensorThreads, 0, current_stream()>>>(meta, hyper);
+        TG_LAUNCH_KERNEL(blocks, kMultiTensorThreads, 0, current_stream(), adam_many_kernel<T>)(meta, hyper);
         TG_CUDA_CHECK_LAUNCH(op);
       });
     });

@@ -25,7 +25,9 @@ namespace tapegrad::cuda_backend {
 // bigger grid only adds block scheduling, so the grid-stride loop takes over.
 constexpr int kPointwiseMaxBlocks = 2048;
 
-inline int pointwise_grid(int64_t n) { return std::min(grid_for(n), kPointwiseMaxBlocks); }
+inline int pointwise_grid(int64_t n) {
+  return std::min(grid_for(n), kPointwiseMaxBlocks);
+}
 
 // V elements of T moved as one aligned load or store (16 bytes at most).
 template <class T, int V>
@@ -64,10 +66,14 @@ __global__ void pointwise_contiguous_kernel(int64_t n, F f, Out* out, const In*.
 
 template <class F, class Out, class... In>
 __global__ void pointwise_strided_kernel(int64_t n, F f, StridedPtr<Out> out, StridedPtr<const In>... in) {
-  TG_GRID_STRIDE_LOOP(i, n) { out[i] = f(in[i]...); }
+  TG_GRID_STRIDE_LOOP(i, n) {
+    out[i] = f(in[i]...);
+  }
 }
 
-inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+inline bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 template <class T>
 StridedPtr<T> strided_ptr(const Tensor& t) {
@@ -84,6 +90,7 @@ void launch_pointwise(const char* op, const F& f, const Tensor& out, const Tenso
   if (n == 0) return;
   TG_ASSERT(((in.sizes() == out.sizes()) && ...), op, ": pointwise operands must share out's shape ",
             shape_str(out.sizes()));
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
 
   constexpr size_t kWidest = std::max({sizeof(Out), sizeof(In)...});
@@ -92,11 +99,12 @@ void launch_pointwise(const char* op, const F& f, const Tensor& out, const Tenso
   const bool aligned =
       aligned_to(out.data_ptr(), V * sizeof(Out)) && (aligned_to(in.data_ptr(), V * sizeof(In)) && ...);
   if (contiguous && aligned) {
-    pointwise_contiguous_kernel<V><<<pointwise_grid(std::max<int64_t>(n / V, 1)), kBlockThreads, 0, stream>>>(
-        n, f, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in.data_ptr())...);
+    TG_LAUNCH_KERNEL(pointwise_grid(std::max<int64_t>(n / V, 1)), kBlockThreads, 0, stream,
+                     pointwise_contiguous_kernel<V>)
+    (n, f, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in.data_ptr())...);
   } else {
-    pointwise_strided_kernel<<<pointwise_grid(n), kBlockThreads, 0, stream>>>(n, f, strided_ptr<Out>(out),
-                                                                             strided_ptr<const In>(in)...);
+    TG_LAUNCH_KERNEL(pointwise_grid(n), kBlockThreads, 0, stream, pointwise_strided_kernel)
+    (n, f, strided_ptr<Out>(out), strided_ptr<const In>(in)...);
   }
   TG_CUDA_CHECK_LAUNCH(op);
 }

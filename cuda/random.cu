@@ -26,14 +26,16 @@ __global__ void uniform_kernel(T* out, int64_t n, double low, double high, uint6
 template <class T>
 __global__ void normal_kernel(T* out, int64_t n, double mean, double std, uint64_t seed, uint64_t offset) {
   TG_GRID_STRIDE_LOOP(i, n) {
-    out[i] = static_cast<T>(math::normal_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), mean, std));
+    out[i] =
+        static_cast<T>(math::normal_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), mean, std));
   }
 }
 
 template <class T>
 __global__ void randint_kernel(T* out, int64_t n, int64_t low, uint64_t range, uint64_t seed, uint64_t offset) {
   TG_GRID_STRIDE_LOOP(i, n) {
-    out[i] = static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
+    out[i] =
+        static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
   }
 }
 
@@ -48,10 +50,11 @@ void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t
   check_contiguous("uniform", out);
   const int64_t n = out.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    uniform_kernel<T><<<pointwise_grid(n), kBlockThreads, 0, current_stream()>>>(static_cast<T*>(out.data_ptr()), n,
-                                                                                  low, high, seed, offset);
+    TG_LAUNCH_KERNEL(pointwise_grid(n), kBlockThreads, 0, current_stream(), uniform_kernel<T>)
+    (static_cast<T*>(out.data_ptr()), n, low, high, seed, offset);
     TG_CUDA_CHECK_LAUNCH("uniform");
   });
 }
@@ -61,10 +64,11 @@ void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t 
   check_contiguous("normal", out);
   const int64_t n = out.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   dispatch_floating(out.dtype(), "normal", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normal_kernel<T><<<pointwise_grid(n), kBlockThreads, 0, current_stream()>>>(static_cast<T*>(out.data_ptr()), n,
-                                                                                 mean, std, seed, offset);
+    TG_LAUNCH_KERNEL(pointwise_grid(n), kBlockThreads, 0, current_stream(), normal_kernel<T>)
+    (static_cast<T*>(out.data_ptr()), n, mean, std, seed, offset);
     TG_CUDA_CHECK_LAUNCH("normal");
   });
 }
@@ -74,6 +78,7 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
   check_contiguous("randint", out);
   const int64_t n = out.numel();
   if (n == 0) return;
+  cuda::DeviceGuard guard(out.device());  // kernels launch on the current device
   const uint64_t range = static_cast<uint64_t>(high - low);
   TG_CHECK(range > 0, "randint: expected low < high, got [", low, ", ", high, ")");
   dispatch_numeric(out.dtype(), "randint", [&](auto tag) {
@@ -81,8 +86,8 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
       TG_CHECK(false, "randint: unsupported dtype ", out.dtype());
     } else {
-      randint_kernel<T><<<pointwise_grid(n), kBlockThreads, 0, current_stream()>>>(static_cast<T*>(out.data_ptr()),
-                                                                                    n, low, range, seed, offset);
+      TG_LAUNCH_KERNEL(pointwise_grid(n), kBlockThreads, 0, current_stream(), randint_kernel<T>)
+      (static_cast<T*>(out.data_ptr()), n, low, range, seed, offset);
       TG_CUDA_CHECK_LAUNCH("randint");
     }
   });

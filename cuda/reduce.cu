@@ -91,7 +91,7 @@ __global__ void reduce_rows_kernel(Policy policy, const T* x, int64_t rows, int6
                                    typename Policy::Partial* partials) {
   using Tiling = RowTiling<kThreadsPerRow>;
   using Partial = typename Policy::Partial;
-  __shared__ Partial shared[Tiling::kSharedSlots];
+  TG_SHARED_ARRAY(Partial, shared, Tiling::kSharedSlots);
   auto combine = [&](Partial a, Partial b) { return policy.combine(a, b); };
   const int64_t begin = slice_begin(slice_len), end = slice_end(slice_len, reduced);
   for (int64_t row = Tiling::first_row(); row < rows; row += Tiling::row_step()) {
@@ -117,7 +117,7 @@ template <class Policy, class T>
 __global__ void reduce_columns_kernel(Policy policy, const T* x, int64_t outer, int64_t reduced, int64_t inner,
                                       int64_t slice_len, typename Policy::Partial* partials) {
   using Partial = typename Policy::Partial;
-  __shared__ Partial shared[kBlockThreads];
+  TG_SHARED_ARRAY(Partial, shared, kBlockThreads);
   const int64_t outputs = outer * inner;
   const int64_t begin = slice_begin(slice_len), end = slice_end(slice_len, reduced);
   const int tx = threadIdx.x, ty = threadIdx.y, width = blockDim.x, lanes = blockDim.y;
@@ -205,12 +205,13 @@ void launch_reduce(const Policy& policy, const Tensor& x, int64_t outer, int64_t
   const T* data = static_cast<const T*>(x.data_ptr());
   const int64_t outputs = outer * inner;
   if (outputs == 0) return;
+  cuda::DeviceGuard guard(x.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
 
   if (inner == 1 && reduced <= kWarpRowLimit) {
     using Tiling = RowTiling<kWarpSize>;
-    reduce_rows_kernel<kWarpSize, Policy, T>
-        <<<Tiling::grid(outer), Tiling::block(), 0, stream>>>(policy, data, outer, reduced, reduced, nullptr);
+    TG_LAUNCH_KERNEL(Tiling::grid(outer), Tiling::block(), 0, stream, reduce_rows_kernel<kWarpSize, Policy, T>)
+    (policy, data, outer, reduced, reduced, nullptr);
     TG_CUDA_CHECK_LAUNCH(op);
     return;
   }
@@ -231,8 +232,8 @@ void launch_reduce(const Policy& policy, const Tensor& x, int64_t outer, int64_t
     using Tiling = RowTiling<kBlockThreads>;
     plan_slices(outer, kBlockThreads);
     dim3 grid(Tiling::grid(outer), static_cast<unsigned>(slices));
-    reduce_rows_kernel<kBlockThreads, Policy, T>
-        <<<grid, Tiling::block(), 0, stream>>>(policy, data, outer, reduced, slice_len, partials);
+    TG_LAUNCH_KERNEL(grid, Tiling::block(), 0, stream, reduce_rows_kernel<kBlockThreads, Policy, T>)
+    (policy, data, outer, reduced, slice_len, partials);
     TG_CUDA_CHECK_LAUNCH(op);
   } else {
     // Many outputs (or a short reduced dim): one thread each, r in order. Few: a block covers at
@@ -247,8 +248,8 @@ void launch_reduce(const Policy& policy, const Tensor& x, int64_t outer, int64_t
     const int64_t blocks = (outputs + width - 1) / width;
     plan_slices(blocks, lanes);
     dim3 grid(grid_for(outputs, width), static_cast<unsigned>(slices));
-    reduce_columns_kernel<Policy, T>
-        <<<grid, dim3(width, lanes), 0, stream>>>(policy, data, outer, reduced, inner, slice_len, partials);
+    TG_LAUNCH_KERNEL(grid, dim3(width, lanes), 0, stream, reduce_columns_kernel<Policy, T>)
+    (policy, data, outer, reduced, inner, slice_len, partials);
     TG_CUDA_CHECK_LAUNCH(op);
   }
 
@@ -256,8 +257,8 @@ void launch_reduce(const Policy& policy, const Tensor& x, int64_t outer, int64_t
     using Tiling = RowTiling<kWarpSize>;
     const int64_t output_stride = inner == 1 ? slices : 1;
     const int64_t slice_stride = inner == 1 ? 1 : outputs;
-    reduce_slices_kernel<Policy><<<Tiling::grid(outputs), Tiling::block(), 0, stream>>>(
-        policy, partials, outputs, slices, output_stride, slice_stride);
+    TG_LAUNCH_KERNEL(Tiling::grid(outputs), Tiling::block(), 0, stream, reduce_slices_kernel<Policy>)
+    (policy, partials, outputs, slices, output_stride, slice_stride);
     TG_CUDA_CHECK_LAUNCH(op);
   }
 }

@@ -36,7 +36,7 @@ template <int kThreadsPerRow, class T>
 __global__ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t cols, bool take_log) {
   using Tiling = RowTiling<kThreadsPerRow>;
   using C = Acc<T>;
-  __shared__ C shared[Tiling::kSharedSlots];
+  TG_SHARED_ARRAY(C, shared, Tiling::kSharedSlots);
   for (int64_t row = Tiling::first_row(); row < rows; row += Tiling::row_step()) {
     const T* in = x + row * cols;
     T* out = y + row * cols;
@@ -64,7 +64,7 @@ __global__ void softmax_backward_kernel(const T* grad_out, const T* y, T* grad_x
                                         bool take_log) {
   using Tiling = RowTiling<kThreadsPerRow>;
   using C = Acc<T>;
-  __shared__ C shared[Tiling::kSharedSlots];
+  TG_SHARED_ARRAY(C, shared, Tiling::kSharedSlots);
   for (int64_t row = Tiling::first_row(); row < rows; row += Tiling::row_step()) {
     const T* g = grad_out + row * cols;
     const T* yr = y + row * cols;
@@ -94,6 +94,7 @@ void softmax(const Tensor& x, const Tensor& out, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   const int64_t cols = x.size(-1), rows = row_count(x, cols);
   if (rows == 0) return;
+  cuda::DeviceGuard guard(x.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_floating_and_half(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -101,10 +102,12 @@ void softmax(const Tensor& x, const Tensor& out, bool log) {
     T* y = static_cast<T*>(out.data_ptr());
     if (cols <= kWarpRowLimit) {
       using Tiling = RowTiling<kWarpSize>;
-      softmax_kernel<kWarpSize, T><<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(in, y, rows, cols, log);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_kernel<kWarpSize, T>)
+      (in, y, rows, cols, log);
     } else {
       using Tiling = RowTiling<kBlockThreads>;
-      softmax_kernel<kBlockThreads, T><<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(in, y, rows, cols, log);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_kernel<kBlockThreads, T>)
+      (in, y, rows, cols, log);
     }
     TG_CUDA_CHECK_LAUNCH(op);
   });
@@ -116,6 +119,7 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   const int64_t cols = y.size(-1), rows = row_count(y, cols);
   if (rows == 0) return;
+  cuda::DeviceGuard guard(y.device());  // kernels launch on the current device
   cudaStream_t stream = current_stream();
   dispatch_floating_and_half(y.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -124,12 +128,12 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
     T* gx = static_cast<T*>(grad_x.data_ptr());
     if (cols <= kWarpRowLimit) {
       using Tiling = RowTiling<kWarpSize>;
-      softmax_backward_kernel<kWarpSize, T>
-          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(g, out, gx, rows, cols, log);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_backward_kernel<kWarpSize, T>)
+      (g, out, gx, rows, cols, log);
     } else {
       using Tiling = RowTiling<kBlockThreads>;
-      softmax_backward_kernel<kBlockThreads, T>
-          <<<Tiling::grid(rows), Tiling::block(), 0, stream>>>(g, out, gx, rows, cols, log);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_backward_kernel<kBlockThreads, T>)
+      (g, out, gx, rows, cols, log);
     }
     TG_CUDA_CHECK_LAUNCH(op);
   });

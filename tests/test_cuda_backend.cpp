@@ -99,6 +99,7 @@ TEST(KernelTables, CudaFillsEverySlotWhereAGpuIsPresent) {
   SKIP_WITHOUT_GPU();
   const backend::KernelTable& t = backend::kernels(DeviceKind::CUDA);
   for (auto [slot, filled] : filled_slots(t)) EXPECT_TRUE(filled) << slot;
+  if (testing::cuda_is_emulated()) return;  // cuDNN is not emulated: its slot stays empty
   EXPECT_NE(t.cudnn_lstm, nullptr);
 }
 

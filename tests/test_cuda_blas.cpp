@@ -253,8 +253,8 @@ TEST(CudaLinear, ForwardAndGradientsMatchCpu) {
   Tensor x = uniform_cpu({4, 9, 37}, 31), w = uniform_cpu({23, 37}, 32), bias = uniform_cpu({23}, 33);
   Tensor upstream = uniform_cpu({4, 9, 23}, 34);
   auto run = [&](Device device, Tensor* gx, Tensor* gw, Tensor* gb) {
-    Tensor xd = x.to(device).requires_grad_(), wd = w.to(device).requires_grad_(),
-           bd = bias.to(device).requires_grad_();
+    Tensor xd = x.detach().to(device).requires_grad_(), wd = w.detach().to(device).requires_grad_(),
+           bd = bias.detach().to(device).requires_grad_();
     Tensor y = linear(xd, wd, bd);
     sum(mul(y, upstream.to(device))).backward();
     *gx = xd.grad();

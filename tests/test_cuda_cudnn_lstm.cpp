@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/kernel_table.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -13,8 +14,11 @@ using nn::LstmImplementation;
 using testing::expect_error;
 using testing::values;
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
+// The CUDA emulation build (-DTAPEGRAD_CUDA=EMULATE) has a device but no cuDNN: its slots stay empty.
+#define SKIP_WITHOUT_GPU()                                                             \
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";        \
+  if (backend::kernels(kCUDA).cudnn_lstm == nullptr)                                   \
+  GTEST_SKIP() << "cuDNN is not emulated: the CUDA emulation build has no cuDNN LSTM"
 
 struct Case {
   std::string name;

@@ -67,9 +67,9 @@ TEST_P(CudaLstmModule, ForwardAndAllGradientsMatchCpu) {
     Tensor dx, dh0, dc0;
   };
   auto run = [&](nn::LSTM& lstm, Device device) {
-    Tensor xd = x.to(device).requires_grad_();
-    Tensor h0d = c.with_state ? h0.to(device).requires_grad_() : Tensor();
-    Tensor c0d = c.with_state ? c0.to(device).requires_grad_() : Tensor();
+    Tensor xd = x.detach().to(device).requires_grad_();
+    Tensor h0d = c.with_state ? h0.detach().to(device).requires_grad_() : Tensor();
+    Tensor c0d = c.with_state ? c0.detach().to(device).requires_grad_() : Tensor();
     Run r;
     r.out = lstm.forward(xd, h0d, c0d, lengths);
     Tensor loss = add(add(sum(mul(r.out.output, w_out.to(device))), sum(mul(r.out.h_n, w_h.to(device)))),
@@ -126,7 +126,7 @@ void expect_layer_parity(const LayerInputs& in, DType gpu_dtype, DType cpu_dtype
   auto run = [&](Device device, DType dtype, std::vector<Tensor>* grads) {
     std::vector<Tensor> leaves;
     for (const Tensor* t : {&in.x, &in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh})
-      leaves.push_back(t->to(device, dtype).requires_grad_());
+      leaves.push_back(t->detach().to(device, dtype).requires_grad_());
     LstmLayerOutput out =
         lstm_layer(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4], leaves[5], leaves[6], lengths, reverse);
     if (grads != nullptr) {

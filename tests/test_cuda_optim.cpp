@@ -60,8 +60,8 @@ void expect_gpu_matches_cpu(const std::vector<Shape>& shapes, const MakeOptimize
   for (bool foreach : {true, false}) {
     std::vector<Tensor> cpu_params, gpu_params;
     for (const Tensor& t : start) {
-      cpu_params.push_back(t.to(kCPU, cpu_dtype).requires_grad_());
-      gpu_params.push_back(t.to(kCUDA).requires_grad_());
+      cpu_params.push_back(t.detach().clone().to(kCPU, cpu_dtype).requires_grad_());
+      gpu_params.push_back(t.detach().to(kCUDA).requires_grad_());
     }
     auto cpu_opt = make(cpu_params, true), gpu_opt = make(gpu_params, foreach);
     for (int k = 0; k < steps; ++k) {

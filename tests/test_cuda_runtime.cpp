@@ -12,6 +12,10 @@ using testing::expect_error;
 
 #define SKIP_WITHOUT_GPU() \
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
+// The allocator's own behaviour, absent when TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 gives each tensor
+// its own cudaMalloc (as the sanitizer runs do).
+#define SKIP_WITHOUT_CACHE() \
+  if (!cuda::caching_allocator_enabled()) GTEST_SKIP() << "the caching allocator is bypassed"
 
 constexpr size_t kMiB = size_t(1) << 20;
 
@@ -82,6 +86,7 @@ TEST(CudaDevice, MemoryGoesToTheTensorsDevice) {
 
 TEST(CachingAllocator, ReusesAFreedBlock) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   fresh_stats();
   void* first = nullptr;
   {
@@ -96,6 +101,7 @@ TEST(CachingAllocator, ReusesAFreedBlock) {
 
 TEST(CachingAllocator, SteadyStateDoesNoCudaMalloc) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   cuda::MemoryStats base = fresh_stats();
   int64_t mallocs_after_first_step = -1;
   size_t reserved_after_first_step = 0;
@@ -123,6 +129,7 @@ TEST(CachingAllocator, SteadyStateDoesNoCudaMalloc) {
 
 TEST(CachingAllocator, StatisticsAndPeak) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   cuda::MemoryStats base = fresh_stats();
   EXPECT_EQ(base.peak_allocated_bytes, base.allocated_bytes);
   {
@@ -147,6 +154,7 @@ TEST(CachingAllocator, StatisticsAndPeak) {
 
 TEST(CachingAllocator, SplitsLargeBlocksAndMergesThemBack) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   cuda::MemoryStats base = fresh_stats();
   {
     Tensor a = empty({int64_t(kMiB)}, on_gpu());  // 4 MiB from a new 20 MiB segment
@@ -168,6 +176,7 @@ TEST(CachingAllocator, SplitsLargeBlocksAndMergesThemBack) {
 
 TEST(CachingAllocator, EmptyCacheKeepsLiveTensors) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   cuda::MemoryStats base = fresh_stats();
   Tensor live = full({1000}, 2.5, on_gpu());
   { Tensor gone = empty({int64_t(3 * kMiB)}, on_gpu()); }
@@ -179,6 +188,7 @@ TEST(CachingAllocator, EmptyCacheKeepsLiveTensors) {
 
 TEST(CachingAllocator, OutOfMemoryIsAClearError) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   cuda::MemoryStats base = fresh_stats();
   // 2^48 floats: 1 PiB.
   expect_error([] { empty({int64_t(1) << 48}, on_gpu()); },
@@ -276,6 +286,7 @@ TEST(CudaEvent, TimesWorkAndOrdersStreams) {
 
 TEST(CudaEvent, RecordStreamDefersReuse) {
   SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CACHE();
   fresh_stats();
   cuda::Stream side;
   // 12 MiB: a segment of exactly that size, so a later request of that size has one candidate.
@@ -328,7 +339,7 @@ TEST(PinnedMemory, RoundTripsExactly) {
 
 TEST(PinnedMemory, BlockIsNotReusedWhileACopyMayReadIt) {
   SKIP_WITHOUT_GPU();
-  const int64_t n = 1 << 24;  // 64 MiB of floats
+  const int64_t n = testing::gpu_size(1 << 24, 1 << 18);  // 64 MiB of floats on a GPU
   Tensor expected = arange(0, double(n), 1, TensorOptions(kFloat32));
   Tensor pinned = expected.pin_memory();
   Tensor minus_one = full({n}, -1.0);

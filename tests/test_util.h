@@ -45,4 +45,17 @@ inline Tensor leaf(const Shape& shape, uint64_t seed = 1, double low = -1.0, dou
   return t.requires_grad_(true);
 }
 
+// True when the CUDA device is the CPU emulator of the -DTAPEGRAD_CUDA=EMULATE build (see
+// docs/testing.md). It runs every CUDA thread as a fiber, so a tensor of a million rows costs
+// seconds per kernel: tests shrink the sizes that exist only to load a real GPU, keeping every
+// code path (warp- or block-per-row, sliced reductions, several launches) in reach.
+inline bool cuda_is_emulated() {
+  static const bool emulated =
+      cuda::is_available() && cuda::get_device_properties(0).name.find("emulator") != std::string::npos;
+  return emulated;
+}
+
+// `real` on a GPU, `emulated` in the emulation build.
+inline int64_t gpu_size(int64_t real, int64_t emulated) { return cuda_is_emulated() ? emulated : real; }
+
 }  // namespace tapegrad::testing

@@ -60,6 +60,11 @@ void reset_peak_memory_stats(int device = -1);
 // Memory owned by live tensors stays. Useful before handing the GPU to another library or process.
 void empty_cache();
 
+// False when the environment sets TAPEGRAD_CUDA_CACHING_ALLOCATOR=0: then every tensor gets its
+// own cudaMalloc and cudaFree (slow; for memory checkers such as compute-sanitizer, which cannot see
+// accesses that stay inside a cached segment), and the statistics above stay zero.
+bool caching_allocator_enabled();
+
 // Marks that `tensor` (on a CUDA device) is used by work queued on `stream`, a stream other than
 // the one its memory was allocated on. When the tensor is freed, its block is reused only after
 // `stream` has passed that work. Memory not from the caching allocator is ignored.

@@ -69,6 +69,7 @@ size_t memory_reserved(int) { return 0; }
 size_t max_memory_allocated(int) { return 0; }
 void reset_peak_memory_stats(int) {}
 void empty_cache() {}
+bool caching_allocator_enabled() { return true; }
 void record_stream(const Tensor&, const Stream&) { no_cuda("cuda::record_stream"); }
 
 HostMemoryStats host_memory_stats() { return {}; }

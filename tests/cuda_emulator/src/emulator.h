@@ -1,0 +1,88 @@
+// The emulator's shared internals: devices, allocations, streams and the reporting of violations.
+// One process-wide state behind one recursive mutex: every API call takes it, and queued work runs
+// while it is held (a stream's work may run another stream's, through a wait).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+struct CUstream_st {
+  int device = 0;
+  bool blocking = true;  // synchronises with the legacy default stream
+  bool legacy = false;   // the device's legacy default stream (handle 0)
+  bool flushing = false;
+  uint64_t enqueued = 0;  // work items queued so far
+  uint64_t executed = 0;  // of those, run so far (in order)
+  std::deque<std::function<void()>> queue;
+};
+
+struct CUevent_st {
+  unsigned flags = 0;
+  int device = 0;
+  bool recorded = false;
+  CUstream_st* stream = nullptr;  // where it was last recorded
+  uint64_t sequence = 0;          // complete once stream->executed reaches it
+  uint64_t generation = 0;        // of the latest record, so an older record's task cannot stamp it
+  double time_ms = 0;             // host time when the record ran
+};
+
+namespace tapegrad_emu {
+
+std::recursive_mutex& state_mutex();
+
+constexpr unsigned kWarpSize = 32;
+
+// sm_90's limits.
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockDimZ = 64;
+constexpr unsigned kMaxGridDimX = 2147483647u;
+constexpr unsigned kMaxGridDimYZ = 65535;
+constexpr size_t kStaticSharedLimit = 48 * 1024;
+constexpr size_t kSharedOptinLimit = 227 * 1024;
+constexpr int kMultiprocessors = 132;
+
+int device_count();
+int current_device();
+// The stream a handle names (0 and cudaStreamLegacy: the current device's legacy stream), or null
+// for a handle that is not a live stream.
+CUstream_st* resolve_stream(cudaStream_t stream);
+// Queues `work` on `stream` (with the legacy stream's implicit ordering against blocking streams).
+void enqueue(CUstream_st* stream, std::function<void()> work);
+// Runs `stream`'s queued work up to item `until` (all of it by default).
+void flush(CUstream_st* stream, uint64_t until = UINT64_MAX);
+void flush_device(int device);
+bool stream_alive(CUstream_st* stream);
+void flush_all();
+
+// Memory the emulator handed out.
+struct Allocation {
+  uintptr_t base = 0;
+  size_t size = 0;
+  int device = -1;  // -1: pinned host memory
+};
+// The allocation holding [p, p + bytes), or null. One-past-the-end counts as inside for bytes == 0.
+const Allocation* find_allocation(const void* p, size_t bytes);
+
+// A broken CUDA rule: printed to stderr, counted, and returned as cudaErrorLaunchFailure by the
+// next call that synchronises with `device` (-1: whichever synchronises next).
+void report_violation(int device, const std::string& message);
+// The error a synchronising call on `device` must return now (and forget), or cudaSuccess.
+cudaError_t take_pending_error(int device);
+// Records `error` as the calling thread's last error with a detailed explanation; returns it.
+cudaError_t fail(cudaError_t error, const std::string& detail);
+
+// Writes past the end of device allocations since the last check (builds without ASan, which
+// poisons the space after each allocation instead).
+void check_allocation_guards(int device, const char* after);
+
+// grid_runner.cpp: runs every block of a grid on the calling thread; false after a violation.
+bool run_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id);
+
+}  // namespace tapegrad_emu

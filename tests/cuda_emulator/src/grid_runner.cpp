@@ -1,0 +1,557 @@
+// Runs a grid the way CUDA defines it: every block, every thread of a block a fiber with its own
+// stack, so that __syncthreads() and the warp-synchronous intrinsics suspend the caller until the
+// threads they wait for arrive. Kernels without barriers cost one fiber switch per thread.
+//
+// Note [thread order]: between two meeting points the threads of a block run one after another in
+// an order drawn afresh for every phase (seeded by the launch and block, so a run is repeatable),
+// and shared arrays start each block filled with 0xff bytes. A thread that reads what another
+// wrote without a barrier between them therefore reads poison or a stale value in most runs: a
+// missing barrier fails a test instead of passing because the host happened to run the writer first.
+//
+// Checked at every meeting point (a violation aborts the grid and fails the next synchronising call):
+// - __syncthreads() must be reached by every thread of the block (which call is not checked: the
+//   compiler may duplicate one barrier into several call sites);
+// - a warp intrinsic's mask must name the calling lane and only lanes that exist and take part in
+//   the same intrinsic; a shuffle must read a lane inside the mask;
+// - static shared memory stays within sm_90's 48 KiB.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/context/detail/fcontext.hpp>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "emulator.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TG_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG_EMU_ASAN 1
+#endif
+#endif
+#if defined(TG_EMU_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace ctx = boost::context::detail;
+
+namespace tapegrad_emu {
+
+thread_local const ThreadIndex* tls_thread = nullptr;
+
+namespace {
+
+// Fiber stacks: kernels are shallow, but sanitizers grow frames. A guard page below each stack
+// turns an overflow into a fault instead of silent corruption.
+constexpr size_t kStackBytes = 256 * 1024;
+
+struct Stack {
+  unsigned char* bottom = nullptr;  // lowest usable address
+  size_t size = 0;
+};
+
+// Per OS thread; stacks are reused by later threads, blocks and grids, never unmapped.
+class StackPool {
+ public:
+  Stack take() {
+    if (!free_.empty()) {
+      Stack s = free_.back();
+      free_.pop_back();
+      return s;
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* base =
+        mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+      std::fprintf(stderr, "[cuda emulator] cannot map a fiber stack\n");
+      std::terminate();
+    }
+    mprotect(base, page, PROT_NONE);
+    return Stack{static_cast<unsigned char*>(base) + page, kStackBytes};
+  }
+  void give(Stack s) { free_.push_back(s); }
+
+ private:
+  std::vector<Stack> free_;
+};
+
+thread_local StackPool tls_stacks;
+
+enum class State { Ready, Running, AtBarrier, AtWarp, Done };
+
+// A fiber runs threads of the block one after another until one of them suspends at a meeting
+// point; that thread then owns the fiber, and a fresh fiber goes on with the threads not started
+// yet. A kernel without meeting points thus runs a whole block on one fiber.
+struct Fiber {
+  Stack stack;
+  ctx::fcontext_t context = nullptr;
+};
+
+struct Thread {
+  ThreadIndex index{};
+  unsigned lane = 0, warp = 0;
+  State state = State::Ready;
+  Fiber* fiber = nullptr;  // while suspended
+  // The pending warp intrinsic.
+  WarpOp op = WarpOp::SyncWarp;
+  unsigned mask = 0;
+  uint64_t value = 0, result = 0;
+  int arg = 0, width = 32;
+};
+
+struct SharedSite {
+  const void* key;
+  size_t offset;
+};
+
+// What a fiber says when it hands control back to the scheduler.
+enum class Handback : uintptr_t { Suspended = 1, Finished = 2 };
+
+struct BlockRun {
+  const LaunchConfig* config = nullptr;
+  KernelTask* task = nullptr;
+  int device = 0;
+  std::vector<Thread> threads;
+  std::vector<unsigned> start_order;  // threads in the order fibers start them
+  size_t next_to_start = 0;
+  Thread* current = nullptr;
+  ctx::fcontext_t scheduler = nullptr;
+  const void* scheduler_bottom = nullptr;
+  size_t scheduler_size = 0;
+  std::unique_ptr<unsigned char[]> shared{new unsigned char[kSharedOptinLimit + 64]};
+  std::vector<SharedSite> sites;
+  size_t shared_used = 0, shared_poisoned = 0;
+  bool failed = false;
+  std::string violation;
+};
+
+thread_local BlockRun* tls_block = nullptr;
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::Shfl:
+      return "__shfl_sync";
+    case WarpOp::ShflUp:
+      return "__shfl_up_sync";
+    case WarpOp::ShflDown:
+      return "__shfl_down_sync";
+    case WarpOp::ShflXor:
+      return "__shfl_xor_sync";
+    case WarpOp::Ballot:
+      return "__ballot_sync";
+    case WarpOp::Any:
+      return "__any_sync";
+    case WarpOp::All:
+      return "__all_sync";
+    case WarpOp::SyncWarp:
+      return "__syncwarp";
+  }
+  return "?";
+}
+
+std::string hex(unsigned v) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", v);
+  return text;
+}
+
+std::string where(const BlockRun& run, const Thread& t) {
+  const uint3 b = t.index.block_idx, th = t.index.thread_idx;
+  return "kernel " + std::string(run.config->kernel) + ", block (" + std::to_string(b.x) + "," + std::to_string(b.y) +
+         "," + std::to_string(b.z) + "), thread (" + std::to_string(th.x) + "," + std::to_string(th.y) + "," +
+         std::to_string(th.z) + ")";
+}
+
+void asan_start(void** fake_stack, const void* bottom, size_t size) {
+#if defined(TG_EMU_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+
+void asan_finish(void* fake_stack, const void** bottom_old, size_t* size_old) {
+#if defined(TG_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+#else
+  (void)fake_stack, (void)bottom_old, (void)size_old;
+#endif
+}
+
+// In a fiber: back to the scheduler until resumed.
+void suspend(BlockRun& run) {
+  void* fake = nullptr;
+  asan_start(&fake, run.scheduler_bottom, run.scheduler_size);
+  ctx::transfer_t back =
+      ctx::jump_fcontext(run.scheduler, reinterpret_cast<void*>(static_cast<uintptr_t>(Handback::Suspended)));
+  asan_finish(fake, &run.scheduler_bottom, &run.scheduler_size);
+  run.scheduler = back.fctx;
+}
+
+// In a fiber: the block cannot go on. The scheduler never resumes it.
+[[noreturn]] void fail_in_fiber(BlockRun& run, const std::string& message) {
+  run.failed = true;
+  run.violation = message;
+  for (;;) suspend(run);
+}
+
+void fiber_main(ctx::transfer_t from) {
+  auto* run = static_cast<BlockRun*>(from.data);
+  run->scheduler = from.fctx;
+  asan_finish(nullptr, &run->scheduler_bottom, &run->scheduler_size);
+  while (run->next_to_start < run->start_order.size() && !run->failed) {
+    Thread& self = run->threads[run->start_order[run->next_to_start++]];
+    run->current = &self;
+    tls_thread = &self.index;
+    self.state = State::Running;
+    try {
+      run->task->run_thread();
+    } catch (const std::exception& e) {
+      run->failed = true;
+      run->violation = where(*run, self) + " threw: " + e.what();
+    } catch (...) {
+      run->failed = true;
+      run->violation = where(*run, self) + " threw";
+    }
+    self.state = State::Done;
+  }
+  asan_start(nullptr, run->scheduler_bottom, run->scheduler_size);  // this fiber's fake stack goes
+  ctx::jump_fcontext(run->scheduler, reinterpret_cast<void*>(static_cast<uintptr_t>(Handback::Finished)));
+  __builtin_unreachable();
+}
+
+thread_local std::vector<Fiber*> tls_idle_fibers;
+
+// Runs `fiber` until it hands back; a suspended thread keeps it, a finished one frees it.
+void switch_to(BlockRun& run, Fiber* fiber) {
+  void* fake = nullptr;
+  asan_start(&fake, fiber->stack.bottom, fiber->stack.size);
+  ctx::transfer_t back = ctx::jump_fcontext(fiber->context, &run);
+  asan_finish(fake, nullptr, nullptr);
+  tls_thread = nullptr;
+  if (static_cast<Handback>(reinterpret_cast<uintptr_t>(back.data)) == Handback::Finished) {
+    fiber->context = nullptr;
+    tls_idle_fibers.push_back(fiber);
+    return;
+  }
+  fiber->context = back.fctx;
+  run.current->fiber = fiber;
+}
+
+void start_fiber(BlockRun& run) {
+  Fiber* fiber;
+  if (!tls_idle_fibers.empty()) {
+    fiber = tls_idle_fibers.back();
+    tls_idle_fibers.pop_back();
+  } else {
+    fiber = new Fiber{tls_stacks.take(), nullptr};  // kept for the thread's life
+  }
+  fiber->context = ctx::make_fcontext(fiber->stack.bottom + fiber->stack.size, fiber->stack.size, fiber_main);
+  switch_to(run, fiber);
+}
+
+void resume(BlockRun& run, Thread& t) {
+  Fiber* fiber = t.fiber;
+  t.fiber = nullptr;
+  run.current = &t;
+  tls_thread = &t.index;
+  t.state = State::Running;
+  switch_to(run, fiber);
+}
+
+// A warp intrinsic's source lane for `lane`, or -1 when the intrinsic reads none.
+int source_lane(const Thread& t) {
+  const int lane = static_cast<int>(t.lane), w = t.width, base = lane & ~(w - 1);
+  switch (t.op) {
+    case WarpOp::Shfl:
+      return base + (t.arg & (w - 1));
+    case WarpOp::ShflUp:
+      return lane - t.arg < base ? lane : lane - t.arg;
+    case WarpOp::ShflDown:
+      return lane + t.arg >= base + w ? lane : lane + t.arg;
+    case WarpOp::ShflXor: {
+      const int src = lane ^ t.arg;
+      return src >= base + w ? lane : src;
+    }
+    default:
+      return -1;
+  }
+}
+
+// Completes every warp intrinsic whose lanes have all arrived. Returns whether any completed; a
+// definite violation sets run.failed.
+bool resolve_warps(BlockRun& run) {
+  bool progressed = false;
+  const unsigned n = static_cast<unsigned>(run.threads.size());
+  for (unsigned first = 0; first < n; first += kWarpSize) {
+    unsigned handled = 0;
+    for (unsigned l = 0; l < kWarpSize && first + l < n; ++l) {
+      Thread& t = run.threads[first + l];
+      if (t.state != State::AtWarp || (handled & (1u << l)) != 0) continue;
+      if ((t.mask & (1u << t.lane)) == 0) {
+        run.failed = true;
+        run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) +
+                        ", which leaves out the calling lane " + std::to_string(t.lane);
+        return false;
+      }
+      if (t.width <= 0 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
+        run.failed = true;
+        run.violation = where(run, t) + ": " + op_name(t.op) + " with width " + std::to_string(t.width) +
+                        " (a power of two up to 32)";
+        return false;
+      }
+      handled |= t.mask;
+      bool complete = true;
+      for (unsigned b = 0; b < kWarpSize; ++b) {
+        if ((t.mask & (1u << b)) == 0) continue;
+        if (first + b >= n) {
+          run.failed = true;
+          run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                          std::to_string(b) + ", which does not exist (the block has " + std::to_string(n) +
+                          " threads)";
+          return false;
+        }
+        const Thread& other = run.threads[first + b];
+        if (other.state == State::Done) {
+          run.failed = true;
+          run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                          std::to_string(b) + ", which has exited and does not take part";
+          return false;
+        }
+        if (other.state != State::AtWarp || other.mask != t.mask || other.op != t.op) complete = false;
+      }
+      if (!complete) continue;
+      unsigned votes = 0;
+      for (unsigned c = 0; c < kWarpSize; ++c)
+        if ((t.mask & (1u << c)) != 0 && run.threads[first + c].value != 0) votes |= 1u << c;
+      for (unsigned b = 0; b < kWarpSize; ++b) {
+        if ((t.mask & (1u << b)) == 0) continue;
+        Thread& lane = run.threads[first + b];
+        switch (lane.op) {
+          case WarpOp::Ballot:
+            lane.result = votes;
+            break;
+          case WarpOp::Any:
+            lane.result = votes != 0;
+            break;
+          case WarpOp::All:
+            lane.result = votes == t.mask;
+            break;
+          case WarpOp::SyncWarp:
+            lane.result = 0;
+            break;
+          default: {
+            const int src = source_lane(lane);
+            if (src < 0 || (t.mask & (1u << src)) == 0) {
+              run.failed = true;
+              run.violation = where(run, lane) + ": " + op_name(lane.op) + " reads lane " + std::to_string(src) +
+                              ", which is not in the mask " + hex(t.mask);
+              return false;
+            }
+            lane.result = run.threads[first + static_cast<unsigned>(src)].value;
+          }
+        }
+      }
+      for (unsigned b = 0; b < kWarpSize; ++b)
+        if ((t.mask & (1u << b)) != 0) run.threads[first + b].state = State::Ready;
+      progressed = true;
+    }
+  }
+  return progressed;
+}
+
+// Nobody can move: say why.
+std::string describe_deadlock(BlockRun& run) {
+  for (Thread& t : run.threads) {
+    if (t.state != State::AtWarp) continue;
+    const unsigned first = t.warp * kWarpSize;
+    for (unsigned b = 0; b < kWarpSize; ++b) {
+      if ((t.mask & (1u << b)) == 0) continue;
+      const Thread& other = run.threads[first + b];
+      if (other.state == State::AtWarp && other.mask == t.mask && other.op == t.op) continue;
+      std::string what = other.state == State::AtBarrier
+                             ? "waits at __syncthreads()"
+                             : std::string("is in ") + op_name(other.op) + " with mask " + hex(other.mask);
+      return where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " waits for lane " +
+             std::to_string(b) + ", which " + what + " and does not take part";
+    }
+  }
+  return "kernel " + std::string(run.config->kernel) + ": the block cannot make progress";
+}
+
+uint64_t next_random(uint64_t& s) {
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545F4914F6CDD1DULL;
+}
+
+// Runs one block; false after a violation (run.violation says which).
+bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
+  const dim3 bd = run.config->block, gd = run.config->grid;
+  const unsigned n = static_cast<unsigned>(run.threads.size());
+  run.start_order.resize(n);
+  for (unsigned i = 0; i < n; ++i) {
+    Thread& t = run.threads[i];
+    t = Thread{};
+    t.lane = i % kWarpSize;
+    t.warp = i / kWarpSize;
+    t.index.thread_idx = uint3{i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)};
+    t.index.block_idx = block;
+    t.index.block_dim = bd;
+    t.index.grid_dim = gd;
+    run.start_order[i] = i;
+  }
+  for (size_t i = n; i > 1; --i) std::swap(run.start_order[i - 1], run.start_order[next_random(seed) % i]);
+  run.next_to_start = 0;
+  std::memset(run.shared.get(), 0xff, run.shared_poisoned);
+  run.sites.clear();
+  run.shared_used = 0;
+
+  std::vector<unsigned> ready;
+  for (;;) {
+    // Threads released at the last meeting point, in a fresh order; then the ones not started.
+    ready.clear();
+    for (unsigned i = 0; i < n; ++i)
+      if (run.threads[i].state == State::Ready && run.threads[i].fiber != nullptr) ready.push_back(i);
+    for (size_t i = ready.size(); i > 1; --i) std::swap(ready[i - 1], ready[next_random(seed) % i]);
+    for (unsigned i : ready) {
+      resume(run, run.threads[i]);
+      if (run.failed) return false;
+    }
+    while (run.next_to_start < n) {
+      start_fiber(run);
+      if (run.failed) return false;
+    }
+    unsigned done = 0, at_warp = 0;
+    const Thread* waiting = nullptr;
+    for (const Thread& t : run.threads) {
+      done += t.state == State::Done;
+      at_warp += t.state == State::AtWarp;
+      if (t.state == State::AtBarrier) waiting = &t;
+    }
+    if (done == n) return true;
+    if (at_warp > 0) {
+      if (resolve_warps(run)) continue;
+      if (!run.failed) {
+        run.failed = true;
+        run.violation = describe_deadlock(run);
+      }
+      return false;
+    }
+    // Only barriers are left.
+    if (done > 0) {
+      run.failed = true;
+      run.violation = where(run, *waiting) + ": __syncthreads() is not reached by every thread of the block (" +
+                      std::to_string(done) + " of " + std::to_string(n) + " threads exited instead)";
+      return false;
+    }
+    for (Thread& t : run.threads) t.state = State::Ready;
+  }
+}
+
+// Gives back the fibers of threads a failed block left suspended (their frames are abandoned).
+void abandon(BlockRun& run) {
+  for (Thread& t : run.threads) {
+    if (t.fiber != nullptr) tls_idle_fibers.push_back(t.fiber);
+    t.fiber = nullptr;
+  }
+}
+
+BlockRun& block_run() {
+  BlockRun* run = tls_block;
+  if (run == nullptr) {
+    std::fprintf(stderr, "[cuda emulator] a device intrinsic was called outside a kernel\n");
+    std::terminate();
+  }
+  return *run;
+}
+
+}  // namespace
+
+const ThreadIndex& thread_index_checked() {
+  std::fprintf(stderr, "[cuda emulator] threadIdx/blockIdx/blockDim/gridDim read outside a kernel\n");
+  std::terminate();
+}
+
+void sync_block() {
+  BlockRun& run = block_run();
+  run.current->state = State::AtBarrier;
+  suspend(run);
+}
+
+uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
+  BlockRun& run = block_run();
+  Thread& self = *run.current;
+  self.op = op;
+  self.mask = mask;
+  self.value = value;
+  self.arg = arg;
+  self.width = width;
+  self.state = State::AtWarp;
+  suspend(run);
+  return self.result;
+}
+
+void* shared_array(const void* key, size_t bytes, size_t align, const char* name) {
+  BlockRun& run = block_run();
+  for (const SharedSite& s : run.sites)
+    if (s.key == key) return run.shared.get() + s.offset;
+  const size_t offset = (run.shared_used + align - 1) / align * align;
+  if (offset + bytes > kStaticSharedLimit)
+    fail_in_fiber(run, where(run, *run.current) + ": static shared memory of " + std::to_string(offset + bytes) +
+                           " bytes (array " + name + "), above sm_90's 48 KiB");
+  run.sites.push_back(SharedSite{key, offset});
+  run.shared_used = offset + bytes;
+  if (run.shared_used > run.shared_poisoned) {
+    std::memset(run.shared.get() + run.shared_poisoned, 0xff, run.shared_used - run.shared_poisoned);
+    run.shared_poisoned = run.shared_used;
+  }
+  return run.shared.get() + offset;
+}
+
+bool run_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id) {
+  BlockRun run;
+  run.config = &config;
+  run.task = &task;
+  run.device = device;
+  run.threads.resize(size_t(config.block.x) * config.block.y * config.block.z);
+  BlockRun* saved = tls_block;
+  tls_block = &run;
+  const dim3 g = config.grid;
+  const uint64_t blocks = uint64_t(g.x) * g.y * g.z;
+  // Blocks in a scrambled but complete order (a stride coprime to the count): no kernel may rely on
+  // block order.
+  uint64_t stride = 1;
+  if (blocks > 2) {
+    stride = (0x9E3779B97F4A7C15ULL ^ launch_id) % blocks;
+    auto gcd = [](uint64_t a, uint64_t b) {
+      while (b != 0) a = std::exchange(b, a % b);
+      return a;
+    };
+    while (stride == 0 || gcd(stride, blocks) != 1) stride = (stride + 1) % blocks;
+  }
+  bool ok = true;
+  uint64_t linear = 0;
+  for (uint64_t k = 0; k < blocks; ++k, linear = (linear + stride) % blocks) {
+    const uint3 b{static_cast<unsigned>(linear % g.x), static_cast<unsigned>((linear / g.x) % g.y),
+                  static_cast<unsigned>(linear / (uint64_t(g.x) * g.y))};
+    uint64_t seed = (launch_id * 0x9E3779B97F4A7C15ULL) ^ (linear * 0xBF58476D1CE4E5B9ULL) ^ 0x94D049BB133111EBULL;
+    if (!run_block(run, b, seed)) {
+      abandon(run);
+      report_violation(device, run.violation);
+      ok = false;
+      break;
+    }
+  }
+  tls_block = saved;
+  return ok;
+}
+
+}  // namespace tapegrad_emu
