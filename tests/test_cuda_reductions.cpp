@@ -71,9 +71,20 @@ double sum_rtol(DType dtype) {
 // Shapes covering: inner == 1 and inner > 1, outer 1 and large, reduced 1, 31, 32, 33, 1000 and
 // 1 << 20, few outputs over a long reduced dim (split across blocks), many short rows.
 const std::vector<Shape>& reduce_shapes() {
-  static const std::vector<Shape> shapes = {{7, 5, 3},    {4, 1, 6},  {3, 31},        {32, 5},   {2, 33, 70},
-                                            {5, 1000},    {1000, 3},  {2, 1000, 300}, {testing::gpu_size(1 << 20, 1 << 16)}, {2, testing::gpu_size(1 << 20, 1 << 16)},
-                                            {testing::gpu_size(1 << 20, 1 << 12), 2}, {4096, 33}, {3, testing::gpu_size(70000, 7000), 3},  {1, 1, 1}};
+  static const std::vector<Shape> shapes = {{7, 5, 3},
+                                            {4, 1, 6},
+                                            {3, 31},
+                                            {32, 5},
+                                            {2, 33, 70},
+                                            {5, 1000},
+                                            {1000, 3},
+                                            {2, 1000, testing::gpu_size(300, 30)},
+                                            {testing::gpu_size(1 << 20, 1 << 16)},
+                                            {2, testing::gpu_size(1 << 20, 1 << 16)},
+                                            {testing::gpu_size(1 << 20, 1 << 12), 2},
+                                            {4096, 33},
+                                            {3, testing::gpu_size(70000, 7000), 3},
+                                            {1, 1, 1}};
   return shapes;
 }
 
@@ -273,7 +284,7 @@ TEST(CudaCrossEntropyParity, ReductionsIgnoreIndexAndSmoothing) {
   for (DType dtype : {kFloat32, kFloat64}) {
     const double rtol = dtype == kFloat32 ? 5e-5 : 1e-12, atol = dtype == kFloat32 ? 1e-5 : 1e-14;
     for (int64_t classes : {1, 10, 1000, 1025, 5000}) {
-      for (int64_t rows : {1, 64, 700}) {
+      for (int64_t rows : {int64_t{1}, int64_t{64}, testing::gpu_size(700, 67)}) {
         for (int64_t ignore_index : {int64_t{-100}, int64_t{0}}) {
           Tensor target = targets_for(rows, classes, ignore_index, seed++);
           for (double smoothing : {0.0, 0.1}) {

@@ -19,7 +19,9 @@ using testing::expect_error;
 
 constexpr size_t kMiB = size_t(1) << 20;
 
-TensorOptions on_gpu(DType dtype = kFloat32) { return TensorOptions(dtype).device(kCUDA); }
+TensorOptions on_gpu(DType dtype = kFloat32) {
+  return TensorOptions(dtype).device(kCUDA);
+}
 
 // Starts a test from a known allocator state: no cached segments on the current device.
 cuda::MemoryStats fresh_stats() {
@@ -350,7 +352,7 @@ TEST(PinnedMemory, BlockIsNotReusedWhileACopyMayReadIt) {
     cuda::StreamGuard guard(stream);
     // Queue work ahead of the copy (tens of milliseconds) so that it is still pending when its
     // source is freed below.
-    Tensor busy = empty({int64_t(1) << 28}, on_gpu());
+    Tensor busy = empty({testing::gpu_size(int64_t(1) << 28, 1 << 12)}, on_gpu());
     for (int i = 0; i < 100; ++i) busy.fill_(double(i));
     device = pinned.to(kCUDA);
     pinned = Tensor();  // freed while the copy may be in flight

@@ -1,7 +1,16 @@
 // The backward engine: a topological replay of the tape, latest node first.
+//
+// Note [backward streams]: as in PyTorch, each node's backward runs on the CUDA stream its forward
+// ran on, so the kernels that read its saved tensors are ordered after the kernels that made them
+// (and the caching allocator's per-stream reuse stays safe). A gradient made on another stream is
+// waited for (an event) before it is used; a node without a stream of its own (AccumulateGrad)
+// runs on the stream of the gradient it receives; and before backward() returns, the caller's
+// current stream on each device waits for every stream backward used, so work queued after it sees
+// the gradients.
 #include "tapegrad/autograd/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -27,13 +36,33 @@ struct NodeTask {
   std::shared_ptr<Node> node;
   std::vector<Tensor> grads;
   int dependencies = 0;
+  std::optional<cuda::Stream> producer;  // where the gradients so far were made (CUDA only)
 };
 
+// `waiter` will not run ahead of the work queued on `producer` so far.
+void order_after(const cuda::Stream& waiter, const cuda::Stream& producer) {
+  if (waiter == producer) return;
+  cuda::Event done;
+  done.record(producer);
+  waiter.wait(done);
+}
+
 // Taken by value and moved in, so a gradient the producing node no longer holds stays singly owned.
-void accumulate_into(std::vector<Tensor>& slots, size_t count, int index, Tensor grad) {
+// `made_on` is the stream that made `grad` (none for CPU gradients); a sum of two gradients runs
+// there, after the earlier one's stream.
+void accumulate_into(NodeTask& task, size_t count, int index, Tensor grad, const std::optional<cuda::Stream>& made_on) {
+  std::vector<Tensor>& slots = task.grads;
   if (slots.size() < count) slots.resize(count);
   Tensor& slot = slots[static_cast<size_t>(index)];
+  if (slot.defined() && made_on && task.producer) order_after(*made_on, *task.producer);
   slot = slot.defined() ? add(slot, grad) : std::move(grad);
+  if (made_on) task.producer = made_on;
+}
+
+// The current stream of the device of a CUDA tensor, none for a CPU one.
+std::optional<cuda::Stream> stream_of(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cuda()) return std::nullopt;
+  return cuda::current_stream(t.device().index());
 }
 
 // The gradient of an output that nothing used: a single zero broadcast to the output's shape
@@ -45,8 +74,8 @@ Tensor broadcast_zero(const OutputMeta& meta) {
 }  // namespace
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
-  TG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(),
-           " tensors but ", grad_roots.size(), " gradients");
+  TG_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ", roots.size(), " tensors but ",
+           grad_roots.size(), " gradients");
   NoGradGuard no_grad;
 
   std::unordered_map<Node*, NodeTask> tasks;
@@ -60,8 +89,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
              "or run the forward pass under NoGradGuard?)");
     Tensor grad = grad_roots.empty() ? Tensor() : grad_roots[i];
     if (!grad.defined()) {
-      TG_CHECK(root.numel() == 1, "backward: a gradient can be created implicitly only for a one-element "
-               "output, got shape ", shape_str(root.sizes()), "; pass the gradient explicitly");
+      TG_CHECK(root.numel() == 1,
+               "backward: a gradient can be created implicitly only for a one-element "
+               "output, got shape ",
+               shape_str(root.sizes()), "; pass the gradient explicitly");
       grad = ones_like(root);
     }
     TG_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape ", shape_str(grad.sizes()),
@@ -73,7 +104,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     Node* node = edge.node.get();
     NodeTask& task = tasks[node];
     task.node = edge.node;
-    accumulate_into(task.grads, node->outputs().size(), edge.input_nr, grad);
+    accumulate_into(task, node->outputs().size(), edge.input_nr, grad, stream_of(grad));
     // A root given twice contributes both gradients but is one node of the graph.
     if (std::find(root_nodes.begin(), root_nodes.end(), node) == root_nodes.end()) root_nodes.push_back(node);
   }
@@ -99,6 +130,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
   for (Node* n : root_nodes)
     if (tasks[n].dependencies == 0) ready.push(n);
 
+  std::vector<cuda::Stream> used_streams;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
@@ -107,7 +139,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
     // nodes still waiting.
     std::shared_ptr<Node> owner = std::move(entry->second.node);
     std::vector<Tensor> grads = std::move(entry->second.grads);
+    const std::optional<cuda::Stream> producer = std::move(entry->second.producer);
     tasks.erase(entry);
+    // Note [backward streams].
+    std::optional<cuda::Stream> stream = node->forward_stream() ? node->forward_stream() : producer;
+    std::optional<cuda::StreamGuard> on_stream;
+    if (stream) {
+      if (producer) order_after(*stream, *producer);
+      on_stream.emplace(*stream);
+      if (std::find(used_streams.begin(), used_streams.end(), *stream) == used_streams.end())
+        used_streams.push_back(*stream);
+    }
     grads.resize(node->outputs().size());
     for (size_t i = 0; i < grads.size(); ++i)
       if (!grads[i].defined()) grads[i] = broadcast_zero(node->outputs()[i]);
@@ -131,11 +173,16 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
       if (!edges[i].valid()) continue;
       Node* next = edges[i].node.get();
       NodeTask& task = tasks[next];
-      if (i < input_grads.size() && input_grads[i].defined())
-        accumulate_into(task.grads, next->outputs().size(), edges[i].input_nr, std::move(input_grads[i]));
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        std::optional<cuda::Stream> made_on;
+        if (input_grads[i].device().is_cuda())
+          made_on = stream && stream->device() == input_grads[i].device().index() ? stream : stream_of(input_grads[i]);
+        accumulate_into(task, next->outputs().size(), edges[i].input_nr, std::move(input_grads[i]), made_on);
+      }
       if (--task.dependencies == 0) ready.push(next);
     }
   }
+  for (const cuda::Stream& used : used_streams) order_after(cuda::current_stream(used.device()), used);
 }
 
 }  // namespace tapegrad::autograd

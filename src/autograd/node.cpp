@@ -180,6 +180,8 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     out->requires_grad = true;
     out->retains_grad = retained;
     if (retained) node->retain_output_grad(static_cast<int>(i), outputs[i].impl_ptr());
+    if (!node->forward_stream_ && outputs[i].device().is_cuda())
+      node->forward_stream_ = cuda::current_stream(outputs[i].device().index());
   }
   if (anomaly_mode_enabled()) {
     std::string path = current_module_path();

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tapegrad/core/tensor.h"
+#include "tapegrad/cuda/stream.h"
 
 namespace tapegrad::autograd {
 
@@ -51,6 +53,11 @@ class Node {
   void drop_retained(const TensorImpl* tensor);
   const std::vector<std::pair<int, std::weak_ptr<TensorImpl>>>& retained() const { return retained_; }
 
+  // The CUDA stream the forward ran on (the current stream of the first CUDA output's device when the
+  // node was recorded); backward runs the node there (Note [backward streams] in engine.cpp). Empty
+  // for nodes without CUDA outputs.
+  const std::optional<cuda::Stream>& forward_stream() const { return forward_stream_; }
+
   // Anomaly mode only: where the forward pass ran and with which shapes, for error messages.
   const std::string& anomaly_context() const { return anomaly_context_; }
 
@@ -64,6 +71,7 @@ class Node {
   std::string name_;
   uint64_t sequence_nr_;
   std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained_;
+  std::optional<cuda::Stream> forward_stream_;
   std::string anomaly_context_;
 };
 

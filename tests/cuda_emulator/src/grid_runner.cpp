@@ -43,7 +43,7 @@ namespace ctx = boost::context::detail;
 
 namespace tapegrad_emu {
 
-thread_local const ThreadIndex* tls_thread = nullptr;
+thread_local const ThreadIndex* tls_thread __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 

@@ -133,10 +133,6 @@ bool valid_device(int d) {
   return d >= 0 && d < static_cast<int>(state().devices.size());
 }
 
-cudaError_t succeed() {
-  return cudaSuccess;
-}
-
 // A synchronising call's result: the pending error of the device, if any.
 cudaError_t sync_result(int device) {
   cudaError_t e = take_pending_error(device);

@@ -36,8 +36,9 @@ struct ThreadIndex {
   dim3 grid_dim;
 };
 
-// Set by the grid runner before it resumes a thread's fiber; null outside kernels.
-extern thread_local const ThreadIndex* tls_thread;
+// Set by the grid runner before it resumes a thread's fiber; null outside kernels. Initial-exec:
+// kernels read it on every use of threadIdx and friends, and the emulator is never dlopen'ed.
+extern thread_local const ThreadIndex* tls_thread __attribute__((tls_model("initial-exec")));
 
 // Device-only built-ins used outside a kernel are our bug, reported like any violation.
 const ThreadIndex& thread_index_checked();
