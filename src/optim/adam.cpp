@@ -116,15 +116,11 @@ std::vector<std::pair<std::string, Tensor>> Adam::state_dict() const {
 void Adam::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
   std::vector<State> loaded(params_.size());
   for (const auto& [name, t] : entries) {
-    size_t dot = name.find('.');
-    TG_CHECK(dot != std::string::npos, name_, ".load_state_dict: unexpected key '", name, "'");
-    size_t index = std::stoul(name.substr(0, dot));
-    std::string field = name.substr(dot + 1);
-    TG_CHECK(index < params_.size(), name_, ".load_state_dict: '", name, "' names parameter ", index, " of ",
-             params_.size());
+    TG_CHECK(t.defined(), name_, ".load_state_dict: '", name, "' is undefined");
+    const auto [index, field] = parse_state_key(name, params_.size(), name_);
     const Tensor& p = params_[index];
     if (field == "step") {
-      loaded[index].step = static_cast<int64_t>(t.item());
+      loaded[index].step = parse_step(t, name, name_);
       continue;
     }
     TG_CHECK(t.sizes() == p.sizes(), name_, ".load_state_dict: '", name, "' has shape ", shape_str(t.sizes()),

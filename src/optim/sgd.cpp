@@ -88,12 +88,11 @@ std::vector<std::pair<std::string, Tensor>> SGD::state_dict() const {
 void SGD::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
   std::vector<Tensor> buffers(params_.size());
   for (const auto& [name, t] : state) {
-    size_t dot = name.find('.');
-    TG_CHECK(dot != std::string::npos && name.substr(dot) == ".momentum_buffer", "SGD.load_state_dict: unexpected key '",
-             name, "'");
-    size_t index = std::stoul(name.substr(0, dot));
-    TG_CHECK(index < params_.size() && t.sizes() == params_[index].sizes(), "SGD.load_state_dict: '", name,
-             "' does not match a parameter");
+    TG_CHECK(t.defined(), "SGD.load_state_dict: '", name, "' is undefined");
+    const auto [index, field] = parse_state_key(name, params_.size(), "SGD");
+    TG_CHECK(field == "momentum_buffer", "SGD.load_state_dict: unexpected key '", name, "'");
+    TG_CHECK(t.sizes() == params_[index].sizes(), "SGD.load_state_dict: '", name, "' has shape ", shape_str(t.sizes()),
+             ", the parameter ", shape_str(params_[index].sizes()));
     buffers[index] = t.to(params_[index].device(), params_[index].dtype()).contiguous().clone();
   }
   momentum_buffers_ = buffers;
