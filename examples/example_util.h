@@ -1,13 +1,17 @@
-// Small pieces the example programs share: device choice and timing.
+// Small pieces the example programs share: the command line, device choice, the error exit and
+// timing.
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <string>
 
 #include <cxxopts.hpp>
 
+#include "cli_values.h"
 #include "tapegrad/tapegrad.h"
 
 namespace examples {
@@ -18,17 +22,52 @@ inline tapegrad::Device pick_device(const std::string& name) {
   return tapegrad::Device(name);
 }
 
-// Parses the command line. Prints the help and returns nothing for --help; otherwise applies
-// --threads (when > 0) and --seed, which every example has.
+// The most threads --threads accepts.
+constexpr int64_t kMaxThreads = 4096;
+
+// Parses the command line. Prints the help and returns nothing for --help; otherwise rejects
+// unknown flags and stray arguments (UsageError) and applies --threads (when > 0) and --seed,
+// which every example has. Every flag is declared as a string and read through cli_values.h.
 inline std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& cli, int argc, char** argv) {
-  cxxopts::ParseResult args = cli.parse(argc, argv);
+  cxxopts::ParseResult args = [&] {
+    try {
+      return cli.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+      throw UsageError(e.what());
+    }
+  }();
   if (args.count("help")) {
     std::printf("%s\n", cli.help().c_str());
     return std::nullopt;
   }
-  if (args["threads"].as<int>() > 0) tapegrad::set_num_threads(args["threads"].as<int>());
-  tapegrad::manual_seed(args["seed"].as<uint64_t>());
+  reject_positional(args);
+  if (int64_t threads = int_flag(args, "threads", 0, kMaxThreads); threads > 0)
+    tapegrad::set_num_threads(static_cast<int>(threads));
+  tapegrad::manual_seed(uint64_flag(args, "seed"));
   return args;
+}
+
+// Runs an example's body: a UsageError exits with status 2, any other error with status 1, both
+// with one line "program: message" on stderr.
+template <class Body>
+int run_example(const char* program, Body&& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s (see --help)\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
+
+// Throws tapegrad::Error when a loss is NaN or infinite: training cannot recover, and a checkpoint
+// saved now would replace the last good one with a broken model.
+inline void check_finite_loss(double loss, const std::string& where) {
+  if (!std::isfinite(loss))
+    throw tapegrad::Error("the loss became " + std::to_string(loss) + " at " + where +
+                          "; stopping (a lower --lr may help; no checkpoint was written for this epoch)");
 }
 
 class Stopwatch {

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <string>
 
 #include <cxxopts.hpp>
@@ -15,16 +17,60 @@
 namespace examples {
 
 inline void add_training_options(cxxopts::Options& cli, const char* default_epochs, const char* default_lr) {
-  cli.add_options()("epochs", "training epochs", cxxopts::value<int>()->default_value(default_epochs))(
-      "batch-size", "examples per step", cxxopts::value<int64_t>()->default_value("64"))(
-      "lr", "Adam learning rate", cxxopts::value<double>()->default_value(default_lr))(
-      "seed", "random seed (initialisation and shuffling)", cxxopts::value<uint64_t>()->default_value("0"))(
+  cli.add_options()("epochs", "training epochs (>= 1)", cxxopts::value<std::string>()->default_value(default_epochs))(
+      "batch-size", "examples per step (>= 1)", cxxopts::value<std::string>()->default_value("64"))(
+      "lr", "Adam learning rate (> 0)", cxxopts::value<std::string>()->default_value(default_lr))(
+      "seed", "random seed (initialisation and shuffling)", cxxopts::value<std::string>()->default_value("0"))(
       "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("auto"))(
-      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<int>()->default_value("0"))(
+      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
       "data", "Fashion-MNIST folder", cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))(
-      "limit", "use only the first N training images (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
+      "limit", "use only the first N training images (0: all)", cxxopts::value<std::string>()->default_value("0"))(
       "checkpoint", "save a safetensors checkpoint here after each epoch", cxxopts::value<std::string>()->default_value(""))(
-      "resume", "continue from this checkpoint", cxxopts::value<std::string>()->default_value(""))("h,help", "this help");
+      "resume", "continue from this checkpoint", cxxopts::value<std::string>()->default_value(""))(
+      "fresh-optimizer", "with --resume: accept a checkpoint without optimiser state and restart Adam (the run is "
+      "then not an exact continuation)")("h,help", "this help");
+}
+
+// The training options, read and range-checked once.
+struct TrainingOptions {
+  int64_t epochs, batch_size, limit;
+  double lr;
+  uint64_t seed;
+  std::string resume, checkpoint;
+  bool fresh_optimizer;
+};
+
+inline TrainingOptions read_training_options(const cxxopts::ParseResult& args) {
+  TrainingOptions o;
+  o.epochs = int_flag(args, "epochs", 1, 1'000'000);
+  o.batch_size = int_flag(args, "batch-size", 1, int64_t{1} << 31);
+  o.limit = int_flag(args, "limit", 0, std::numeric_limits<int64_t>::max());
+  o.lr = real_flag(args, "lr", 0.0, 1e6, true);
+  o.seed = uint64_flag(args, "seed");
+  o.resume = args["resume"].as<std::string>();
+  o.checkpoint = args["checkpoint"].as<std::string>();
+  o.fresh_optimizer = args.count("fresh-optimizer") > 0;
+  if (o.fresh_optimizer && o.resume.empty()) throw UsageError("--fresh-optimizer only applies with --resume");
+  return o;
+}
+
+// The last completed epoch recorded in a checkpoint's metadata: a whole number >= 1.
+inline int64_t checkpoint_epoch(const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  try {
+    metadata = tapegrad::load_safetensors_metadata(path);
+  } catch (const tapegrad::Error& e) {
+    throw tapegrad::Error(std::string("--resume: ") + e.what());
+  }
+  auto it = metadata.find("epoch");
+  if (it == metadata.end())
+    throw tapegrad::Error("--resume: " + path + " has no 'epoch' in its metadata (not a checkpoint of these examples)");
+  try {
+    return parse_int("resume", it->second, 1, 1'000'000);
+  } catch (const UsageError&) {
+    throw tapegrad::Error("--resume: " + path + " records epoch '" + it->second +
+                          "', expected a whole number from 1 to 1000000");
+  }
 }
 
 // Prints "\r[=====>    ] 123/938 1234 img/s ETA 12s" on a terminal; nothing otherwise.
@@ -67,44 +113,55 @@ inline double evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Tensor&
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
-// Trains `model` with the options in `args`; returns the process exit code.
+// Trains `model` with the options in `args`; returns the process exit code. Throws UsageError for
+// a bad flag and tapegrad::Error for a bad checkpoint or data set, or a loss that is not finite
+// (before saving that epoch's checkpoint, so the last good one stays).
 inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, const cxxopts::ParseResult& args) {
   using namespace tapegrad;
+  const TrainingOptions options = read_training_options(args);
   const Device device = pick_device(args["device"].as<std::string>());
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
   Tensor train_images = train_set.images(), train_labels = train_set.labels();
-  if (int64_t limit = args["limit"].as<int64_t>(); limit > 0 && limit < train_images.size(0)) {
-    train_images = train_images.narrow(0, 0, limit);
-    train_labels = train_labels.narrow(0, 0, limit);
+  if (options.limit > 0 && options.limit < train_images.size(0)) {
+    train_images = train_images.narrow(0, 0, options.limit);
+    train_labels = train_labels.narrow(0, 0, options.limit);
   }
+  if (train_images.size(0) == 0) throw Error("the training set in " + args["data"].as<std::string>() + " is empty");
+  if (test_set.images().size(0) == 0) throw Error("the test set in " + args["data"].as<std::string>() + " is empty");
   TensorDataset dataset(train_images, train_labels);
   DataLoaderOptions loader_options;
-  loader_options.batch_size = args["batch-size"].as<int64_t>();
+  loader_options.batch_size = options.batch_size;
   loader_options.shuffle = true;
-  loader_options.seed = args["seed"].as<uint64_t>();
+  loader_options.seed = options.seed;
   DataLoader loader(dataset, loader_options);
 
-  optim::Adam opt(model.parameters(), optim::AdamOptions(args["lr"].as<double>()));
+  optim::Adam opt(model.parameters(), optim::AdamOptions(options.lr));
   nn::CrossEntropyLoss loss_fn;
-  int first_epoch = 1;
-  if (const std::string resume = args["resume"].as<std::string>(); !resume.empty()) {
+  int64_t first_epoch = 1;
+  if (!options.resume.empty()) {
+    const int64_t saved_epoch = checkpoint_epoch(options.resume);
     StateDict model_state, optim_state;
-    for (auto& [name, t] : load_safetensors(resume)) {
+    for (auto& [name, t] : load_safetensors(options.resume)) {
       if (name.rfind("model.", 0) == 0) model_state.emplace_back(name.substr(6), t);
-      if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
+      else if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
+      else throw Error("--resume: " + options.resume + " has an unexpected tensor '" + name + "'");
     }
     model.load_state_dict(model_state);
+    if (optim_state.empty() && !options.fresh_optimizer)
+      throw Error("--resume: " + options.resume +
+                  " has no optimiser state, so the run would not continue exactly; pass --fresh-optimizer to "
+                  "restart Adam from it anyway");
     opt.load_state_dict(optim_state);
-    first_epoch = std::stoi(load_safetensors_metadata(resume).at("epoch")) + 1;
-    std::printf("resumed from %s at epoch %d\n", resume.c_str(), first_epoch);
+    first_epoch = saved_epoch + 1;
+    std::printf("resumed from %s at epoch %lld%s\n", options.resume.c_str(), static_cast<long long>(first_epoch),
+                optim_state.empty() ? " with a fresh optimiser (not an exact continuation)" : "");
   }
   std::printf("%s on %s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
               get_num_threads(), static_cast<long long>(train_images.size(0)),
               static_cast<long long>(loader_options.batch_size));
 
-  const int epochs = args["epochs"].as<int>();
-  for (int epoch = first_epoch; epoch <= epochs; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     loader.set_epoch(epoch);
     Progress progress(loader.size());
     Stopwatch clock;
@@ -115,21 +172,23 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
       opt.zero_grad();
       loss.backward();
       opt.step();
-      loss_sum += loss.item();
+      const double value = loss.item();
+      check_finite_loss(value, "epoch " + std::to_string(epoch) + " step " + std::to_string(steps + 1));
+      loss_sum += value;
       images += batch.input.size(0);
       progress.update(++steps, images);
     }
     progress.finish();
     double seconds = clock.seconds();
     double accuracy = evaluate(model, test_set.images(), test_set.labels(), device);
-    std::printf("epoch %2d  train loss %.4f  test accuracy %.4f  %.0f img/s  %.1f s\n", epoch, loss_sum / steps,
-                accuracy, images / seconds, seconds);
+    std::printf("epoch %2lld  train loss %.4f  test accuracy %.4f  %.0f img/s  %.1f s\n", static_cast<long long>(epoch),
+                loss_sum / static_cast<double>(steps), accuracy, static_cast<double>(images) / seconds, seconds);
     std::fflush(stdout);
-    if (const std::string path = args["checkpoint"].as<std::string>(); !path.empty()) {
+    if (!options.checkpoint.empty()) {
       StateDict state;
       for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);
       for (auto& [name, t] : opt.state_dict()) state.emplace_back("optim." + name, t);
-      save_safetensors(path, state, {{"epoch", std::to_string(epoch)}});
+      save_safetensors(options.checkpoint, state, {{"epoch", std::to_string(epoch)}});
     }
   }
   return 0;

@@ -12,23 +12,26 @@ using namespace tapegrad;
 int main(int argc, char** argv) {
   cxxopts::Options cli("mlp_seed", "Trains Linear(1000,512)-ReLU-Linear(512,10) on random data and times the steps.");
   cli.add_options()("device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("auto"))(
-      "batches", "training steps", cxxopts::value<int>()->default_value("1000"))(
-      "batch-size", "examples per step", cxxopts::value<int64_t>()->default_value("64"))(
-      "lr", "Adam learning rate", cxxopts::value<double>()->default_value("1e-3"))(
-      "seed", "random seed", cxxopts::value<uint64_t>()->default_value("0"))(
-      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<int>()->default_value("0"))("h,help", "this help");
-  try {
+      "batches", "training steps (>= 1)", cxxopts::value<std::string>()->default_value("1000"))(
+      "batch-size", "examples per step (>= 1)", cxxopts::value<std::string>()->default_value("64"))(
+      "lr", "Adam learning rate (> 0)", cxxopts::value<std::string>()->default_value("1e-3"))(
+      "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
+      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
+      "h,help", "this help");
+  return examples::run_example("mlp_seed", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    const int batches = static_cast<int>(examples::int_flag(args, "batches", 1, 1'000'000'000));
+    // The pool below holds 16 batches of 1000 floats each: its size is checked by the library.
+    const int64_t batch_size = examples::int_flag(args, "batch-size", 1, int64_t{1} << 40);
+    const double lr = examples::real_flag(args, "lr", 0.0, 1e6, true);
     const Device device = examples::pick_device(args["device"].as<std::string>());
-    const int batches = args["batches"].as<int>();
-    const int64_t batch_size = args["batch-size"].as<int64_t>();
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
         std::make_shared<nn::Linear>(1000, 512), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(512, 10)});
     model->to(device);
-    optim::Adam opt(model->parameters(), optim::AdamOptions(args["lr"].as<double>()));
+    optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
     nn::CrossEntropyLoss loss_fn;
 
     // A pool of random batches made up front, so the timing is of training alone.
@@ -46,13 +49,15 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       loss.backward();
       opt.step();
-      if (step % 100 == 0 || step == batches) std::printf("batch %5d  loss %.4f\n", step, loss.item());
+      // Read only where printed: a read per step would be a device sync per step on a GPU.
+      if (step % 100 == 0 || step == batches) {
+        const double value = loss.item();
+        examples::check_finite_loss(value, "batch " + std::to_string(step));
+        std::printf("batch %5d  loss %.4f\n", step, value);
+      }
     }
     double seconds = total.seconds();
     std::printf("mean step time: %.3f ms (%d steps, %.2f s)\n", 1000.0 * seconds / batches, batches, seconds);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlp_seed: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -5,23 +5,23 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
-#include "tapegrad/tapegrad.h"
+#include <cxxopts.hpp>
+
+#include "example_util.h"
 
 using namespace tapegrad;
 
 int main(int argc, char** argv) {
-  int steps = 300;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: train_demo [--steps N]\nTrains a 4-32-4 MLP with SGD on a synthetic task.\n");
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoi(argv[++i]);
-  }
-  try {
-    manual_seed(0);
+  cxxopts::Options cli("train_demo", "Trains a 4-32-4 MLP with SGD on a synthetic task.");
+  cli.add_options()("steps", "training steps (>= 1)", cxxopts::value<std::string>()->default_value("300"))(
+      "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
+      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
+      "h,help", "this help");
+  return examples::run_example("train_demo", [&] {
+    std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
+    if (!parsed) return 0;
+    const int steps = static_cast<int>(examples::int_flag(*parsed, "steps", 1, 1'000'000'000));
     const int64_t batch = 256, features = 4, hidden = 32, classes = 4;
     Tensor x = randn({batch, features});
     Tensor labels = argmax(x, 1);
@@ -41,9 +41,11 @@ int main(int argc, char** argv) {
     for (int step = 0; step <= steps; ++step) {
       Tensor logits = linear(relu(linear(x, w1, b1)), w2, b2);
       Tensor loss = cross_entropy(logits, labels);
-      if (step % 50 == 0) {
+      if (step % 50 == 0 || step == steps) {
+        const double value = loss.item();
+        examples::check_finite_loss(value, "step " + std::to_string(step));
         double accuracy = eq(argmax(logits, 1), labels).to(kFloat32).mean().item();
-        std::printf("step %4d  loss %.4f  accuracy %.3f\n", step, loss.item(), accuracy);
+        std::printf("step %4d  loss %.4f  accuracy %.3f\n", step, value, accuracy);
       }
       loss.backward();
       NoGradGuard no_grad;
@@ -54,9 +56,6 @@ int main(int argc, char** argv) {
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("%d steps in %.3f s (%.3f ms/step)\n", steps, seconds, 1000.0 * seconds / steps);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "train_demo: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

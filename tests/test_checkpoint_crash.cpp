@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -27,6 +29,18 @@ std::string temp_dir() {
 off_t file_size(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+// The largest temporary file a save to `path` has made so far (a unique name beside it,
+// "path.tmp.<pid>.<n>.<random>"), or -1.
+off_t largest_temporary(const std::string& dir, const std::string& path) {
+  off_t largest = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().string();
+    if (name.rfind(path + ".tmp.", 0) == 0) largest = std::max(largest, file_size(name));
+  }
+  return largest;
 }
 
 TEST(CheckpointCrash, SigkillMidWriteKeepsThePreviousCheckpoint) {
@@ -50,11 +64,10 @@ TEST(CheckpointCrash, SigkillMidWriteKeepsThePreviousCheckpoint) {
     _exit(0);
   }
   // Kill the writer once its temporary file is partly written.
-  const std::string tmp = path + ".tmp";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool partial = false;
   while (std::chrono::steady_clock::now() < deadline) {
-    off_t size = file_size(tmp);
+    off_t size = largest_temporary(dir, path);
     if (size > (off_t{1} << 20)) {
       partial = true;
       break;
@@ -81,9 +94,7 @@ TEST(CheckpointCrash, SigkillMidWriteKeepsThePreviousCheckpoint) {
   // A later save over the leftover temporary file still works.
   save_safetensors(path, previous, {{"epoch", "3"}});
   EXPECT_EQ(load_safetensors_metadata(path).at("epoch"), "3");
-  std::remove(tmp.c_str());
-  std::remove(path.c_str());
-  ::rmdir(dir.c_str());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

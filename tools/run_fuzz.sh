@@ -12,11 +12,13 @@ jobs="$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF \
   -DTAPEGRAD_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build build-fuzz --parallel "$jobs" --target fuzz_idx fuzz_safetensors fuzz_parsers
+cmake --build build-fuzz --parallel "$jobs" --target fuzz_idx fuzz_safetensors fuzz_safetensors_many fuzz_parsers \
+  fuzz_creation
 
-declare -A corpus=([fuzz_idx]=idx [fuzz_safetensors]=safetensors [fuzz_parsers]=parsers)
+declare -A corpus=([fuzz_idx]=idx [fuzz_safetensors]=safetensors [fuzz_safetensors_many]=safetensors_many
+                   [fuzz_parsers]=parsers [fuzz_creation]=creation)
 status=0
-for target in fuzz_idx fuzz_safetensors fuzz_parsers; do
+for target in fuzz_idx fuzz_safetensors fuzz_safetensors_many fuzz_parsers fuzz_creation; do
   scratch="build-fuzz/scratch/$target"
   crashes="build-fuzz/crashes/$target"
   mkdir -p "$scratch" "$crashes"

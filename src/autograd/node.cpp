@@ -112,8 +112,19 @@ bool can_take(const Tensor& incoming, const TensorImpl& leaf) {
 }  // namespace
 
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
-  const Tensor& incoming = grad_outputs[0];
-  if (!incoming.defined()) return {};
+  const Tensor& given = grad_outputs[0];  // a reference: can_take counts the owners
+  if (!given.defined()) return {};
+  // The graph may have been recorded before set_data gave the leaf a new geometry (Module::to):
+  // a gradient of another dtype or device is converted, one of another shape means nothing here.
+  TG_CHECK(given.sizes() == leaf_->sizes, "backward: the gradient for a leaf of shape ", shape_str(leaf_->sizes),
+           " has shape ", shape_str(given.sizes()),
+           "; the leaf was given data of another shape (set_data, Module::to) after the forward pass");
+  Tensor converted;
+  if (given.dtype() != leaf_->dtype || given.device() != leaf_->storage->device())
+    converted = given.to(leaf_->storage->device(), leaf_->dtype);
+  const Tensor& incoming = converted.defined() ? converted : given;
+  // Note [shared leaves]: other threads may be accumulating into this leaf or reading its grad.
+  std::lock_guard<std::mutex> lock(leaf_->autograd_mutex);
   if (!leaf_->grad) {
     // Otherwise a fresh buffer: the incoming tensor may be shared with other edges of the graph.
     leaf_->grad = can_take(incoming, *leaf_) ? incoming.impl_ptr() : incoming.clone().impl_ptr();
@@ -150,6 +161,8 @@ Edge gradient_edge(const Tensor& tensor) {
   if (!tensor.defined() || !tensor.requires_grad()) return Edge{};
   TensorImpl* impl = tensor.impl();
   if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
+  // Note [shared leaves]: two threads recording ops on one parameter share its accumulator.
+  std::lock_guard<std::mutex> lock(impl->autograd_mutex);
   std::shared_ptr<Node> accumulator = impl->grad_accumulator.lock();
   if (!accumulator) {
     accumulator = std::make_shared<AccumulateGrad>(tensor.impl_ptr());

@@ -16,6 +16,25 @@ int64_t shape_numel(const Shape& sizes) {
   return n;
 }
 
+int64_t checked_numel(const char* op, const Shape& sizes) {
+  for (int64_t s : sizes) TG_CHECK(s >= 0, op, ": negative size in shape ", shape_str(sizes));
+  for (int64_t s : sizes)
+    if (s == 0) return 0;
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    TG_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape_str(sizes),
+             " has more elements than int64 can count");
+  return n;
+}
+
+size_t checked_nbytes(const char* op, const Shape& sizes, size_t itemsize) {
+  const int64_t numel = checked_numel(op, sizes);
+  int64_t nbytes = 0;
+  TG_CHECK(!__builtin_mul_overflow(numel, static_cast<int64_t>(itemsize), &nbytes), op, ": shape ",
+           shape_str(sizes), " of ", itemsize, "-byte elements needs more than 2^63 bytes");
+  return static_cast<size_t>(nbytes);
+}
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
   int64_t stride = 1;

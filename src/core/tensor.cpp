@@ -55,6 +55,7 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 
 Tensor Tensor::grad() const {
   const TensorImpl& t = checked();
+  std::lock_guard<std::mutex> lock(t.autograd_mutex);  // Note [shared leaves]
   return t.grad ? Tensor(t.grad) : Tensor();
 }
 
@@ -65,6 +66,7 @@ void Tensor::set_grad(const Tensor& grad) const {
              "set_grad: gradient ", shape_str(grad.sizes()), " ", grad.dtype(), " on ", grad.device(),
              " does not match tensor ", shape_str(sizes()), " ", dtype(), " on ", device());
   }
+  std::lock_guard<std::mutex> lock(impl_->autograd_mutex);  // Note [shared leaves]
   impl_->grad = grad.impl_ptr();
 }
 
@@ -86,7 +88,10 @@ void Tensor::set_data(const Tensor& data) const {
   impl_->sizes = data.sizes();
   impl_->strides = data.strides();
   impl_->dtype = data.dtype();
+  std::lock_guard<std::mutex> lock(impl_->autograd_mutex);  // Note [shared leaves]
   impl_->grad = nullptr;
+  // Graphs recorded from now on get an accumulator that knows the new shape and dtype.
+  impl_->grad_accumulator.reset();
 }
 
 Tensor Tensor::detach() const {

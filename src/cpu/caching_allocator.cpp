@@ -34,6 +34,10 @@ constexpr int kFirstExponent = 10;
 constexpr int kLastExponent = 61;
 constexpr int kNumClasses = kSmallClasses + (kLastExponent - kFirstExponent + 1) * 4;
 constexpr size_t kLargestRequest = size_t{1} << (kLastExponent + 1);
+// No x86-64 or AArch64 machine maps more than 2^56 bytes of user address space. Larger requests
+// fail here rather than in the C library: under AddressSanitizer a request past its own limit
+// aborts the process instead of returning null.
+constexpr size_t kAddressSpaceBytes = size_t{1} << 56;
 
 int size_class(size_t nbytes) {
   if (nbytes <= kSmallLimit) return static_cast<int>((nbytes + kAlignment - 1) / kAlignment) - 1;
@@ -84,7 +88,8 @@ class CachingCpuAllocator : public Allocator {
 
   DataPtr allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return DataPtr{nullptr, nullptr};
-    TG_CHECK(nbytes <= kLargestRequest, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    TG_CHECK(nbytes <= kLargestRequest && nbytes <= kAddressSpaceBytes, "cpu allocator: out of memory allocating ",
+             nbytes, " bytes (more than any address space holds)");
     const int cls = size_class(nbytes);
     const size_t size = class_bytes(cls);
     void* ptr = nullptr;

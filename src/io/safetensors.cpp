@@ -3,15 +3,18 @@
 #include "tapegrad/io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -21,8 +24,12 @@ namespace tapegrad {
 namespace {
 
 // ordered_json keeps keys in file order, so headers we write list dtype/shape/data_offsets like the
-// reference writer, and loading can break ties between empty tensors by header order.
+// reference writer. Reading uses the std::map-backed json instead: ordered_json finds a key by a
+// linear search, which made a hostile header of 150,000 entries take 21 s to parse (quadratic);
+// the header order that loading needs (to break ties between empty tensors) is recorded while
+// parsing.
 using Json = nlohmann::ordered_json;
+using ReadJson = nlohmann::json;
 
 // A header this large is not a real checkpoint; refusing it bounds what a hostile file makes us allocate.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -68,6 +75,10 @@ struct Header {
 class Reader {
  public:
   Reader(const std::string& path, const char* op) : path_(path), op_(op) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) fail("cannot open file (", std::strerror(errno), ")");
+    if (S_ISDIR(st.st_mode)) fail("is a directory, not a safetensors file");
+    if (!S_ISREG(st.st_mode)) fail("is not a regular file");
     in_.open(path, std::ios::binary);
     if (!in_) fail("cannot open file (", std::strerror(errno), ")");
     in_.seekg(0, std::ios::end);
@@ -101,13 +112,13 @@ class Reader {
 
 // A non-negative JSON integer as uint64, or a failure naming `what`. Rejects floats such as 2.0:
 // the spec's shapes and offsets are integers, and a float is a sign of a malformed writer.
-uint64_t as_unsigned(const Reader& r, const Json& v, const std::string& what) {
+uint64_t as_unsigned(const Reader& r, const ReadJson& v, const std::string& what) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer()) r.fail(what, " is negative (", v.get<int64_t>(), ")");
   r.fail(what, " must be a non-negative integer, got ", v.dump());
 }
 
-Entry parse_entry(const Reader& r, const std::string& name, const Json& v, size_t index) {
+Entry parse_entry(const Reader& r, const std::string& name, const ReadJson& v, size_t index) {
   const std::string where = "tensor '" + name + "'";
   if (!v.is_object()) r.fail(where, ": entry must be an object, got ", v.type_name());
   for (const char* field : {"dtype", "shape", "data_offsets"})
@@ -158,31 +169,64 @@ Entry parse_entry(const Reader& r, const std::string& name, const Json& v, size_
   return e;
 }
 
-// Parses the JSON text, rejecting duplicate keys in any object: nlohmann would silently keep one
-// of them, and a checkpoint with two different "weight"s is ambiguous.
-Json parse_json(const Reader& r, const std::string& text) {
-  std::vector<std::set<std::string>> open_objects;
+// The parsed header and the position of each top-level key in the text.
+struct ParsedHeader {
+  ReadJson json;
+  std::map<std::string, size_t> key_order;
+};
+
+// A SAX pass that builds nothing: it records the order of the top-level keys and finds the first
+// key repeated within any object. (nlohmann's parse callback cannot do this cheaply: after each
+// nested object it scans the whole parent for discarded values, quadratic in the entry count.)
+// Sets, not hashes: crafted keys cannot make them collide.
+class KeyScan : public nlohmann::json_sax<ReadJson> {
+ public:
+  std::map<std::string, size_t> key_order;
   std::string duplicate;
-  auto callback = [&](int, nlohmann::json::parse_event_t event, Json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == E::key && !open_objects.empty() && parsed.is_string()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_.emplace_back();
     return true;
-  };
-  Json j;
+  }
+  bool key(string_t& key) override {
+    if (!open_.back().insert(key).second && duplicate.empty()) duplicate = key;
+    if (open_.size() == 1) key_order.emplace(key, key_order.size());
+    return true;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::set<std::string>> open_;  // the keys of each object being read
+};
+
+// Parses the JSON text, rejecting duplicate keys in any object: nlohmann would silently keep one
+// of them, and a checkpoint with two different "weight"s is ambiguous. Both passes take n log n
+// time in the number of entries.
+ParsedHeader parse_json(const Reader& r, const std::string& text) {
+  ParsedHeader out;
   try {
-    j = Json::parse(text, callback);
+    out.json = ReadJson::parse(text);
   } catch (const nlohmann::json::exception& e) {
     r.fail("header is not valid JSON: ", e.what());
   }
-  if (!duplicate.empty()) r.fail("duplicate key '", duplicate, "' in header");
-  return j;
+  KeyScan scan;
+  if (!ReadJson::sax_parse(text, &scan)) r.fail("header is not valid JSON");
+  if (!scan.duplicate.empty()) r.fail("duplicate key '", scan.duplicate, "' in header");
+  out.key_order = std::move(scan.key_order);
+  return out;
 }
 
 Header read_header(Reader& r) {
@@ -196,13 +240,14 @@ Header read_header(Reader& r) {
 
   std::string text(n, '\0');
   r.read(8, text.data(), n);
-  Json j = parse_json(r, text);
+  ParsedHeader parsed = parse_json(r, text);
+  const ReadJson& j = parsed.json;
   if (!j.is_object()) r.fail("header must be a JSON object, got ", j.type_name());
 
   Header h;
   h.data_start = 8 + n;
-  size_t index = 0;
-  for (auto it = j.begin(); it != j.end(); ++it, ++index) {
+  h.entries.reserve(j.size());
+  for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it.value().is_object()) r.fail("__metadata__ must be an object of strings");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
@@ -211,12 +256,17 @@ Header read_header(Reader& r) {
       }
       continue;
     }
-    h.entries.push_back(parse_entry(r, it.key(), it.value(), index));
+    auto order = parsed.key_order.find(it.key());
+    TG_ASSERT(order != parsed.key_order.end(), "safetensors: key '", it.key(), "' was not seen while parsing");
+    h.entries.push_back(parse_entry(r, it.key(), it.value(), order->second));
   }
 
   // The spec requires the entries to tile the data section exactly: no overlaps, holes or tail.
-  std::stable_sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  // Ties (empty tensors sharing an offset) keep the header's order.
+  std::sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.header_index < b.header_index;
   });
   const uint64_t data_size = r.size() - h.data_start;
   uint64_t covered = 0;
@@ -238,16 +288,32 @@ Header read_header(Reader& r) {
 
 // ---- Writing --------------------------------------------------------------------------------------
 
-// A POSIX file descriptor that writes everything or throws, and closes itself on the way out.
+// A new temporary file beside `path`, written through a POSIX descriptor that writes everything or
+// throws, and closes itself on the way out.
+//
+// Note [checkpoint temporaries]: the name is unique (process id, a per-process counter and a
+// random number) and the file is opened with O_CREAT | O_EXCL | O_NOFOLLOW, so two processes or
+// threads saving to the same path never write into one file (each renames its own complete file;
+// the last rename wins), and a symlink or file planted at a predictable name is never followed or
+// truncated. It lives in path's directory so the rename stays on one file system (atomic).
 class Writer {
  public:
-  explicit Writer(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create");
+  explicit Writer(const std::string& path) : target_(path) {
+    static std::atomic<uint64_t> counter{0};
+    std::random_device entropy;
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      path_ = detail::str_cat(path, ".tmp.", ::getpid(), ".", counter++, ".", std::hex, entropy());
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0) fail("cannot create a temporary file beside it");
   }
   ~Writer() {
     if (fd_ >= 0) ::close(fd_);
   }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  const std::string& temp_path() const { return path_; }
   void write(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
@@ -268,8 +334,9 @@ class Writer {
 
  private:
   [[noreturn]] void fail(const char* what) const {
-    detail::throw_error(detail::str_cat("save_safetensors: ", path_, ": ", what, " (", std::strerror(errno), ")"));
+    detail::throw_error(detail::str_cat("save_safetensors: ", target_, ": ", what, " (", std::strerror(errno), ")"));
   }
+  std::string target_;
   std::string path_;
   int fd_ = -1;
 };
@@ -321,15 +388,16 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
+  std::string tmp;
   try {
-    Writer w(tmp);
+    Writer w(path);
+    tmp = w.temp_path();
     w.write(len_bytes, 8);
     w.write(text.data(), text.size());
     for (const Tensor& t : host) w.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.itemsize());
     w.sync_and_close();
   } catch (...) {
-    std::remove(tmp.c_str());
+    if (!tmp.empty()) std::remove(tmp.c_str());
     throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

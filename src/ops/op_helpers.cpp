@@ -6,14 +6,35 @@
 
 namespace tapegrad::ops {
 
-Tensor empty_tensor(const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) TG_CHECK(s >= 0, "empty: negative size in ", shape_str(sizes));
+Tensor empty_tensor(const Shape& sizes, DType dtype, Device device, const char* op) {
+  const size_t nbytes = checked_nbytes(op, sizes, dtype_size(dtype));
   const backend::KernelTable& table = backend::kernels(device);
   TG_CHECK(table.allocator != nullptr, "no ", device_kind_name(device.kind()),
            " allocator: this build or machine has no ", device, " backend");
-  size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * dtype_size(dtype);
-  auto storage = std::make_shared<Storage>(nbytes, device, *table.allocator);
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(nbytes, device, *table.allocator);
+  } catch (const std::bad_alloc&) {
+    // An allocator that reports exhaustion the C++ way (or a failed bookkeeping allocation):
+    // say what ran out, like the allocators' own errors.
+    TG_CHECK(false, op, ": out of memory allocating ", nbytes, " bytes for a ", dtype, " tensor of shape ",
+             shape_str(sizes), " on ", device);
+  } catch (const Error& e) {
+    TG_CHECK(false, op, ": ", e.what(), " (a ", dtype, " tensor of shape ", shape_str(sizes), ")");
+  }
+  TG_ASSERT(storage->data() != nullptr || nbytes == 0, "the ", device, " allocator returned no memory for ", nbytes,
+            " bytes");
   return Tensor(std::move(storage), 0, sizes, contiguous_strides(sizes), dtype);
+}
+
+void check_value_fits(const char* op, double value, DType dtype) {
+  // The bounds are exact doubles: -2^31 and 2^31, -2^63 and 2^63.
+  if (dtype == kInt32) {
+    TG_CHECK(value >= -2147483648.0 && value < 2147483648.0, op, ": ", value, " does not fit in ", dtype);
+  } else if (dtype == kInt64) {
+    TG_CHECK(value >= -9223372036854775808.0 && value < 9223372036854775808.0, op, ": ", value, " does not fit in ",
+             dtype);
+  }
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {

@@ -17,7 +17,10 @@ using autograd::record;
 using autograd::SavedTensor;
 
 // A new contiguous, uninitialised tensor.
-Tensor empty_tensor(const Shape& sizes, DType dtype, Device device);
+Tensor empty_tensor(const Shape& sizes, DType dtype, Device device, const char* op = "empty");
+// Throws naming `op` when `value` cannot be stored in `dtype` (NaN or out of range for an integer
+// dtype): the conversion would be undefined behaviour, not a wrapped value.
+void check_value_fits(const char* op, double value, DType dtype);
 // A view of `base`'s storage with the given geometry; autograd is the caller's business.
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 

@@ -21,7 +21,13 @@ Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
       infer_at = static_cast<int64_t>(i);
     } else {
       TG_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(requested));
-      known *= out[i];
+      // Once a product passes int64 no shape can match numel unless a later size is 0.
+      if (known != 0 && __builtin_mul_overflow(known, out[i], &known)) {
+        bool has_zero = false;
+        for (int64_t s : out) has_zero = has_zero || s == 0;
+        TG_CHECK(has_zero, op, ": shape ", shape_str(requested), " is invalid for an input of ", numel, " elements");
+        known = 0;
+      }
     }
   }
   if (infer_at >= 0) {
@@ -29,7 +35,7 @@ Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
              " elements");
     out[infer_at] = numel / known;
   }
-  TG_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(requested), " is invalid for an input of ", numel,
+  TG_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(requested), " is invalid for an input of ", numel, " elements",
            " elements");
   return out;
 }
@@ -232,11 +238,13 @@ Tensor Tensor::expand(const Shape& requested) const {
     }
     int64_t have = size(i - lead);
     if (want == -1) want = have;
+    TG_CHECK(want >= 0, "expand: negative size ", want, " in ", shape_str(requested), " (only -1, keep the size, is allowed)");
     TG_CHECK(have == want || have == 1, "expand: cannot expand ", shape_str(sizes()), " to ", shape_str(requested),
              " (dim ", i, ": ", have, " to ", want, ")");
     shape[i] = want;
     st[i] = have == want ? stride(i - lead) : 0;
   }
+  checked_numel("expand", shape);  // a view whose element count overflows would break every loop over it
   Tensor out = make_view(*this, shape, st, storage_offset());
   if (any_requires_grad({*this})) {
     Shape in_shape = sizes();

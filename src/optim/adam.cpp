@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/kernel_table.h"
+#include "optim/param_state.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/optim/optimizer.h"
@@ -34,27 +35,46 @@ void Adam::step() {
     std::vector<backend::AdamTensors> tensors;
   };
   std::vector<Group> groups;
-  // Every parameter is checked before any is updated, so a bad one leaves the model unchanged.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].grad();
-    if (g.defined()) TG_CHECK(params_[i].is_contiguous(), name_, ": parameter ", i, " is not contiguous");
-  }
+  // Every parameter is checked, and its state made to follow it (Note [state follows the
+  // parameter], optim/param_state.h), before any is updated, so a bad one leaves the model and
+  // the state unchanged.
+  std::vector<State> followed(params_.size());
+  std::vector<Tensor> grads(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    TG_CHECK(p.is_contiguous(), name_, ": parameter ", i, " is not contiguous");
+    grads[i] = g.contiguous();
+    check_update_buffer(grads[i], p, name_, i, "gradient");
+    const State& s = state_[i];
+    State& f = followed[i];
+    f.step = s.step;
+    f.exp_avg = follow_parameter(s.exp_avg, p, name_, i, "exp_avg");
+    f.exp_avg_sq = follow_parameter(s.exp_avg_sq, p, name_, i, "exp_avg_sq");
+    f.max_exp_avg_sq = follow_parameter(s.max_exp_avg_sq, p, name_, i, "max_exp_avg_sq");
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor& g = grads[i];
+    if (!g.defined()) continue;
     State& s = state_[i];
+    s = std::move(followed[i]);
     if (!s.exp_avg.defined()) {
       s.exp_avg = zeros_like(p);
       s.exp_avg_sq = zeros_like(p);
-      if (options_.amsgrad_) s.max_exp_avg_sq = zeros_like(p);
     }
+    if (options_.amsgrad_ && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
+    // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
+    check_update_buffer(s.exp_avg, p, name_, i, "exp_avg");
+    check_update_buffer(s.exp_avg_sq, p, name_, i, "exp_avg_sq");
+    if (options_.amsgrad_) check_update_buffer(s.max_exp_avg_sq, p, name_, i, "max_exp_avg_sq");
     s.step += 1;
     auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
       return gr.device == p.device() && gr.dtype == p.dtype() && gr.step == s.step;
     });
     if (group == groups.end()) group = groups.insert(groups.end(), Group{p.device(), p.dtype(), s.step, {}});
-    group->tensors.push_back({p, g.contiguous(), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
+    group->tensors.push_back({p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
   }
   for (const Group& group : groups) {
     const double step = static_cast<double>(group.step);
@@ -96,15 +116,11 @@ std::vector<std::pair<std::string, Tensor>> Adam::state_dict() const {
 void Adam::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
   std::vector<State> loaded(params_.size());
   for (const auto& [name, t] : entries) {
-    size_t dot = name.find('.');
-    TG_CHECK(dot != std::string::npos, name_, ".load_state_dict: unexpected key '", name, "'");
-    size_t index = std::stoul(name.substr(0, dot));
-    std::string field = name.substr(dot + 1);
-    TG_CHECK(index < params_.size(), name_, ".load_state_dict: '", name, "' names parameter ", index, " of ",
-             params_.size());
+    TG_CHECK(t.defined(), name_, ".load_state_dict: '", name, "' is undefined");
+    const auto [index, field] = parse_state_key(name, params_.size(), name_);
     const Tensor& p = params_[index];
     if (field == "step") {
-      loaded[index].step = static_cast<int64_t>(t.item());
+      loaded[index].step = parse_step(t, name, name_);
       continue;
     }
     TG_CHECK(t.sizes() == p.sizes(), name_, ".load_state_dict: '", name, "' has shape ", shape_str(t.sizes()),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct TensorImpl {
   bool is_view = false;  // shares storage with another tensor created by a view op
 
   // Autograd state. A tensor with requires_grad and no grad_fn is a leaf.
+  // Note [shared leaves]: several threads may record ops on one leaf (a shared parameter) and
+  // backpropagate into it at once, so `grad` and `grad_accumulator` are read and written only
+  // under `autograd_mutex` (one uncontended lock per gradient edge made and per accumulation).
+  mutable std::mutex autograd_mutex;
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<TensorImpl> grad;

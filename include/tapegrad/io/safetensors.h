@@ -19,8 +19,11 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 // Writes `tensors` (and `metadata`, stored under "__metadata__") to `path`.
 // Each tensor is saved by value: views are made contiguous and device tensors are copied to the
 // CPU first, so a transposed tensor is stored with its logical (row-major) values. Data is laid out
-// in the order of `tensors`. The file is written to `path + ".tmp"`, flushed to disk and then
-// renamed over `path`, so a crash mid-save leaves any previous checkpoint intact.
+// in the order of `tensors`. The file is written to a new temporary file with a unique name in
+// path's directory (`path.tmp.<pid>.<n>.<random>`, created exclusively, never through a symlink),
+// flushed to disk, renamed over `path`, and the directory is synced, so a crash mid-save leaves any
+// previous checkpoint intact and concurrent saves to one path each leave a complete file (the last
+// rename wins). A process killed mid-save may leave its temporary file behind.
 // Throws tapegrad::Error for an undefined tensor, an empty, duplicate or "__metadata__" name, or an
 // I/O failure (the temporary file is removed).
 void save_safetensors(const std::string& path, const StateDict& tensors,
