@@ -91,6 +91,49 @@ TEST(HardeningSizes, IntegerFillsAreRangeChecked) {
   EXPECT_EQ(full({1}, -2147483648.0, kInt32).item<int32_t>(), INT32_MIN);
 }
 
+// Beyond the issue: the public Tensor(storage, ...) constructor accepted any geometry, so a view
+// could reach past its storage.
+TEST(HardeningSizes, TensorViewMustFitItsStorage) {
+  Tensor base = ones({4});
+  const std::shared_ptr<Storage>& storage = base.storage();
+  expect_error([&] { Tensor(storage, 0, {1000}, {1}, kFloat32); }, {"Tensor", "reaches past its storage of 16 bytes"});
+  expect_error([&] { Tensor(storage, 1, {4}, {1}, kFloat32); }, {"reaches past"});
+  expect_error([&] { Tensor(storage, 0, {4}, {1}, kFloat64); }, {"reaches past"});
+  expect_error([&] { Tensor(storage, 0, {2, 2}, {INT64_MAX, 1}, kFloat32); }, {"reaches past"});
+  expect_error([&] { Tensor(storage, -1, {1}, {1}, kFloat32); }, {"negative storage offset"});
+  expect_error([&] { Tensor(storage, 0, {-1}, {1}, kFloat32); }, {"negative size"});
+  expect_error([&] { Tensor(storage, 0, {2}, {-1}, kFloat32); }, {"negative stride"});
+  expect_error([&] { Tensor(storage, 0, {2}, {1, 1}, kFloat32); }, {"sizes but"});
+  // Whole, partial, broadcast (stride 0) and empty views are fine.
+  EXPECT_EQ(Tensor(storage, 0, {2, 2}, {2, 1}, kFloat32).sum().item(), 4.0);
+  EXPECT_EQ(Tensor(storage, 3, {1000}, {0}, kFloat32).sum().item(), 1000.0);
+  EXPECT_EQ(Tensor(storage, 4, {0, 5}, {5, 1}, kFloat32).numel(), 0);
+}
+
+// Beyond the issue: slice's element count and stride and narrow's bound were computed with
+// arithmetic that overflowed for large steps and lengths.
+TEST(HardeningSizes, SliceAndNarrowArithmeticDoesNotOverflow) {
+  Tensor t = arange(10.0, kFloat32);
+  Tensor one = t.slice(0, 2, 10, INT64_MAX);
+  EXPECT_EQ(one.sizes(), Shape{1});
+  EXPECT_EQ(one.item(), 2.0);
+  EXPECT_EQ(t.slice(0, 0, INT64_MAX, 3).tolist<float>(), (std::vector<float>{0, 3, 6, 9}));
+  EXPECT_EQ(t.slice(0, INT64_MIN, INT64_MAX).numel(), 10);
+  expect_error([&] { t.narrow(0, 5, INT64_MAX); }, {"narrow", "exceed"});
+  expect_error([&] { t.narrow(0, INT64_MAX, 1); }, {"narrow"});
+}
+
+// Beyond the issue: cat, split and chunk summed sizes with signed overflow.
+TEST(HardeningSizes, JoinAndSplitSizeSumsDoNotOverflow) {
+  Tensor huge = ones({1}).expand({k2e62});
+  expect_error([&] { cat({huge, huge, huge}); }, {"cat", "more than int64"});
+  Tensor t = arange(10.0, kFloat32);
+  expect_error([&] { split(t, {INT64_MAX, INT64_MAX, 12}); }, {"split", "more than int64"});
+  EXPECT_EQ(chunk(t, INT64_MAX).size(), 10u);
+  EXPECT_EQ(split(t, INT64_MAX).size(), 1u);
+  EXPECT_EQ(split(huge, k2e62 - 1).size(), 2u);
+}
+
 // An allocator that reports exhaustion the C++ way.
 class ThrowingAllocator : public Allocator {
  public:

@@ -90,5 +90,44 @@ TEST(OptimStateFollows, ShapeChangeUnderTheOptimiserIsRefused) {
   testing::expect_close(w, std::vector<double>(16, 1.0));
 }
 
+// Beyond the issue: a parameter listed twice was updated twice per step with two sets of state.
+TEST(OptimStateFollows, AParameterListedTwiceIsRefused) {
+  Tensor w = ones({2}).requires_grad_(), v = ones({2}).requires_grad_();
+  expect_error([&] { optim::Adam({w, v, w}); }, {"parameter 2", "more than once"});
+  expect_error([&] { optim::SGD({v, v}); }, {"parameter 1", "more than once"});
+  // A module shared under two names (tied weights) lists its parameters once.
+  auto shared = std::make_shared<nn::Linear>(2, 2);
+  nn::Sequential tied({shared, shared});
+  EXPECT_EQ(tied.named_parameters().size(), 4u);
+  EXPECT_EQ(tied.parameters().size(), 2u);
+  optim::Adam ok(tied.parameters());
+}
+
+// Beyond the issue: a graph recorded before set_data kept an accumulator that stored a gradient of
+// the old dtype as the leaf's .grad; it now converts it, and refuses one of the old shape.
+TEST(OptimStateFollows, GraphRecordedBeforeSetDataAccumulatesInTheNewDtype) {
+  Tensor w = ones({3}).requires_grad_();
+  Tensor loss = (w * 2.0).sum();  // recorded while w is float32
+  {
+    NoGradGuard no_grad;
+    w.set_data(w.to(kFloat64));
+  }
+  loss.backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat64);
+  testing::expect_close(w.grad(), {2, 2, 2});
+  // A fresh graph gets a fresh accumulator, so both gradients add up in float64.
+  (w * 3.0).sum().backward();
+  testing::expect_close(w.grad(), {5, 5, 5});
+
+  Tensor v = ones({3}).requires_grad_();
+  Tensor stale = (v * 2.0).sum();
+  {
+    NoGradGuard no_grad;
+    v.set_data(ones({5}));
+  }
+  expect_error([&] { stale.backward(); }, {"backward", "[5]", "[3]", "set_data"});
+}
+
 }  // namespace
 }  // namespace tapegrad

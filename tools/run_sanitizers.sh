@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
-# The sanitizer checks CI runs (nvcc code is checked by compute-sanitizer on a GPU):
-#  1. AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer): the whole test suite in the
-#     CUDA emulation build (-DTAPEGRAD_CUDA=EMULATE: the cuda/ sources compiled for the host and run
-#     on the emulated GPU, docs/testing.md), built in ./build-asan, with the CUDA caching allocator
-#     bypassed so that every tensor is its own allocation and an out-of-bounds access in a kernel
-#     is caught. Any report aborts its test, so ctest fails.
+# The sanitizer checks CI runs (CPU build; nvcc code is checked by compute-sanitizer on a GPU):
+#  1. AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer): the whole CPU test suite,
+#     built in ./build-asan. Any report aborts its test, so ctest fails.
 #  2. ThreadSanitizer: the autograd thread tests (two threads training two separate models at
-#     once must get exactly what each gets alone), built in ./build-tsan.
+#     once must get exactly what each gets alone) and the shared-parameter tests (threads recording
+#     ops on and backpropagating into the same parameters, concurrent checkpoint writers), built in
+#     ./build-tsan.
 # OpenMP is kept to one thread under the sanitizers: libgomp is not instrumented, so TSan would
 # report its internal synchronisation, and one thread keeps ASan's run short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
-common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_BUILD_EXAMPLES=OFF -DTAPEGRAD_BUILD_BENCHMARKS=OFF)
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF
+        -DTAPEGRAD_BUILD_BENCHMARKS=OFF)
 export OMP_NUM_THREADS=1
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every test, the CUDA ones on the emulated GPU"
-cmake -S . -B build-asan "${common[@]}" -DTAPEGRAD_CUDA=EMULATE -DTAPEGRAD_SANITIZE=address,undefined >/dev/null
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every CPU test"
+cmake -S . -B build-asan "${common[@]}" -DTAPEGRAD_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan --parallel "$jobs"
-TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure --parallel "$jobs" --timeout 900 -E install_consumer
 
-echo "== ThreadSanitizer: concurrent training in two threads"
-cmake -S . -B build-tsan "${common[@]}" -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_SANITIZE=thread >/dev/null
-cmake --build build-tsan --parallel "$jobs" --target test_autograd test_anomaly
+echo "== ThreadSanitizer: concurrent training, shared parameters, concurrent checkpoint writers"
+cmake -S . -B build-tsan "${common[@]}" -DTAPEGRAD_SANITIZE=thread >/dev/null
+cmake --build build-tsan --parallel "$jobs" --target test_autograd test_anomaly test_shared_parameters \
+  test_checkpoint_atomic
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   build-tsan/tests/test_autograd --gtest_filter='AutogradThreads.*:GradMode.GradModeIsThreadLocal'
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_anomaly --gtest_filter='Anomaly.IsPerThread'
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_shared_parameters
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_checkpoint_atomic --gtest_filter='CheckpointAtomic.ConcurrentWriters*'

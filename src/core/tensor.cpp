@@ -7,9 +7,36 @@
 
 namespace tapegrad {
 
+namespace {
+
+// A view must lie inside its storage: the public constructor is how a caller wraps a storage, and a
+// geometry reaching past it would make every kernel read or write out of bounds. Computed in 128
+// bits so that no size or stride can overflow the check itself.
+void check_view_in_bounds(const Storage* storage, int64_t offset, const Shape& sizes, const Shape& strides,
+                          DType dtype) {
+  TG_CHECK(storage != nullptr, "Tensor: a view needs a storage");
+  TG_CHECK(sizes.size() == strides.size(), "Tensor: ", sizes.size(), " sizes but ", strides.size(), " strides");
+  TG_CHECK(offset >= 0, "Tensor: negative storage offset ", offset);
+  bool empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    TG_CHECK(sizes[i] >= 0, "Tensor: negative size in ", shape_str(sizes));
+    TG_CHECK(strides[i] >= 0, "Tensor: negative stride in ", shape_str(strides));
+    empty = empty || sizes[i] == 0;
+  }
+  if (empty) return;
+  __int128 last = offset;  // the last element the view reaches
+  for (size_t i = 0; i < sizes.size(); ++i) last += static_cast<__int128>(sizes[i] - 1) * strides[i];
+  const __int128 needed = (last + 1) * static_cast<__int128>(dtype_size(dtype));
+  TG_CHECK(needed <= static_cast<__int128>(storage->nbytes()), "Tensor: a view of shape ", shape_str(sizes),
+           ", strides ", shape_str(strides), " and offset ", offset, " reaches past its storage of ",
+           storage->nbytes(), " bytes");
+}
+
+}  // namespace
+
 Tensor::Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides, DType dtype)
     : impl_(std::make_shared<TensorImpl>()) {
-  TG_ASSERT(sizes.size() == strides.size());
+  check_view_in_bounds(storage.get(), offset, sizes, strides, dtype);
   impl_->storage = std::move(storage);
   impl_->offset = offset;
   impl_->sizes = std::move(sizes);

@@ -61,8 +61,12 @@ StateDict Module::named_buffers(bool recurse) const {
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
+  // Each parameter once, like PyTorch's parameters(): a module registered under two names (tied
+  // weights) must not hand an optimiser the same tensor twice.
   std::vector<Tensor> out;
-  for (auto& [name, t] : named_parameters(recurse)) out.push_back(t);
+  std::set<const TensorImpl*> seen;
+  for (auto& [name, t] : named_parameters(recurse))
+    if (seen.insert(t.impl()).second) out.push_back(t);
   return out;
 }
 

@@ -25,7 +25,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (int64_t k = 0; k < t.dim(); ++k)
       TG_CHECK(k == d || t.size(k) == first.size(k), "cat: tensor ", i, " has shape ", shape_str(t.sizes()),
                ", tensor 0 has ", shape_str(first.sizes()), "; they may differ only in dim ", d);
-    shape[d] += t.size(d);
+    TG_CHECK(!__builtin_add_overflow(shape[d], t.size(d), &shape[d]), "cat: the sizes in dim ", d,
+             " add up to more than int64 can count");
   }
   Tensor out = empty_tensor(shape, dt, first.device());
   int64_t offset = 0;
@@ -71,8 +72,12 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   TG_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
   int64_t d = wrap_dim("split", dim, x.dim());
   std::vector<Tensor> pieces;
-  for (int64_t start = 0; start < x.size(d); start += split_size)
-    pieces.push_back(x.narrow(d, start, std::min(split_size, x.size(d) - start)));
+  // Each step is at most what is left, so `start` never passes the size (no overflow near 2^63).
+  for (int64_t start = 0, n = x.size(d); start < n;) {
+    const int64_t length = std::min(split_size, n - start);
+    pieces.push_back(x.narrow(d, start, length));
+    start += length;
+  }
   if (pieces.empty()) pieces.push_back(x);
   return pieces;
 }
@@ -84,7 +89,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     TG_CHECK(s >= 0, "split: negative section size ", s);
-    total += s;
+    TG_CHECK(!__builtin_add_overflow(total, s, &total), "split: sizes ", shape_str(sizes),
+             " add up to more than int64 can count");
   }
   TG_CHECK(total == x.size(d), "split: sizes ", shape_str(sizes), " add up to ", total, ", but dim ", d, " has size ",
            x.size(d));
@@ -102,7 +108,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   TG_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
   TG_CHECK(x.dim() > 0, "chunk: cannot chunk a 0-dim tensor");
   int64_t d = wrap_dim("chunk", dim, x.dim());
-  int64_t size = (x.size(d) + chunks - 1) / chunks;
+  const int64_t n = x.size(d);
+  const int64_t size = n / chunks + (n % chunks != 0 ? 1 : 0);  // ceil without n + chunks - 1 overflowing
   return split(x, std::max<int64_t>(size, 1), d);
 }
 

@@ -36,7 +36,8 @@ Tensor Tensor::pin_memory() const {
   if (is_pinned()) return *this;
   TG_CHECK(cuda::is_available(), "pin_memory: pinned memory needs a CUDA device, and none is available",
            " (cuda::device_count() == 0, or this build has no CUDA backend)");
-  const size_t nbytes = static_cast<size_t>(numel()) * itemsize();
+  // Checked: an expanded view can count more elements than its storage holds bytes.
+  const size_t nbytes = checked_nbytes("pin_memory", sizes(), itemsize());
   auto storage = std::make_shared<Storage>(nbytes, kCPU, cuda::host_allocator());
   Tensor out(std::move(storage), 0, sizes(), contiguous_strides(sizes()), dtype());
   out.copy_(*this);

@@ -151,8 +151,11 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sz = sizes(), st = strides();
-  sz[d] = (end - start + step - 1) / step;
-  st[d] *= step;
+  // A step past the range takes one element: clamping it keeps the arithmetic below in int64
+  // (slice(0, 0, 5, INT64_MAX) overflowed both the count and the stride).
+  const int64_t taken_step = std::min(step, std::max<int64_t>(end - start, 1));
+  sz[d] = end > start ? (end - start - 1) / taken_step + 1 : 0;
+  st[d] *= taken_step;
   Tensor out = make_view(*this, sz, st, storage_offset() + start * stride(d));
   if (any_requires_grad({*this})) {
     Shape in_shape = sizes();
@@ -172,7 +175,7 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   int64_t d = wrap_dim("narrow", dim_, dim());
   int64_t n = size(d);
   if (start < 0) start += n;
-  TG_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
+  TG_CHECK(start >= 0 && length >= 0 && length <= n - start, "narrow: start ", start, " and length ", length,
            " exceed dim ", d, " of size ", n, " (shape ", shape_str(sizes()), ")");
   return slice(d, start, start + length);
 }

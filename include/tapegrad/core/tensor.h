@@ -50,7 +50,8 @@ class Tensor {
  public:
   Tensor() = default;  // an undefined tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
-  // A view of `storage`; no data is copied.
+  // A view of `storage`; no data is copied. Throws tapegrad::Error when a size, a stride or the
+  // offset is negative, or the view reaches past the storage's bytes.
   Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }

@@ -23,7 +23,8 @@ class Module {
   // The type's name, for printing ("Linear", "Sequential").
   virtual std::string name() const = 0;
 
-  // Own parameters first, then each child's, with dotted names.
+  // Own parameters first, then each child's, with dotted names. parameters() lists each tensor once
+  // (a module registered under two names shares its parameters); named_parameters() lists every name.
   std::vector<Tensor> parameters(bool recurse = true) const;
   StateDict named_parameters(bool recurse = true) const;
   StateDict named_buffers(bool recurse = true) const;

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@
 #endif
 #endif
 #if defined(TG_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -228,6 +230,15 @@ void fiber_main(ctx::transfer_t from) {
 
 thread_local std::vector<Fiber*> tls_idle_fibers;
 
+// Every fiber ever made, reachable from a global for good: a thread that ran kernels may end
+// with fibers in its idle list, and they are small enough to keep (no leak to report).
+void remember(Fiber* fiber) {
+  static auto* mutex = new std::mutex();
+  static auto* all = new std::vector<Fiber*>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  all->push_back(fiber);
+}
+
 // Runs `fiber` until it hands back; a suspended thread keeps it, a finished one frees it.
 void switch_to(BlockRun& run, Fiber* fiber) {
   void* fake = nullptr;
@@ -250,7 +261,8 @@ void start_fiber(BlockRun& run) {
     fiber = tls_idle_fibers.back();
     tls_idle_fibers.pop_back();
   } else {
-    fiber = new Fiber{tls_stacks.take(), nullptr};  // kept for the thread's life
+    fiber = new Fiber{tls_stacks.take(), nullptr};
+    remember(fiber);
   }
   fiber->context = ctx::make_fcontext(fiber->stack.bottom + fiber->stack.size, fiber->stack.size, fiber_main);
   switch_to(run, fiber);
@@ -459,7 +471,13 @@ bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
 // Gives back the fibers of threads a failed block left suspended (their frames are abandoned).
 void abandon(BlockRun& run) {
   for (Thread& t : run.threads) {
-    if (t.fiber != nullptr) tls_idle_fibers.push_back(t.fiber);
+    if (t.fiber != nullptr) {
+#if defined(TG_EMU_ASAN)
+      // The abandoned frames never returned: clear their stack redzones before the stack is reused.
+      ASAN_UNPOISON_MEMORY_REGION(t.fiber->stack.bottom, t.fiber->stack.size);
+#endif
+      tls_idle_fibers.push_back(t.fiber);
+    }
     t.fiber = nullptr;
   }
 }
