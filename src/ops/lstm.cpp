@@ -62,18 +62,21 @@ Tensor checked_lengths(const Tensor& lengths, int64_t steps, int64_t batch, Devi
 // step). Kernels read the data pointer when called and keep no reference to the view.
 class TimeSlice {
  public:
-  explicit TimeSlice(const Tensor& all)
-      : view_(make_view(all, Shape(all.sizes().begin() + 1, all.sizes().end()),
-                        Shape(all.strides().begin() + 1, all.strides().end()), all.storage_offset())),
-        base_(all.storage_offset()),
-        step_(all.stride(0)) {}
+  explicit TimeSlice(const Tensor& all) : all_(all), base_(all.storage_offset()), step_(all.stride(0)) {}
+  // The view is made at the first step asked for: with no steps at all (T = 0) there is no step
+  // inside the storage to point it at.
   const Tensor& at(int64_t t) {
-    view_.impl()->offset = base_ + t * step_;
+    if (!view_.defined()) {
+      view_ = make_view(all_, Shape(all_.sizes().begin() + 1, all_.sizes().end()),
+                        Shape(all_.strides().begin() + 1, all_.strides().end()), base_ + t * step_);
+    } else {
+      view_.impl()->offset = base_ + t * step_;
+    }
     return view_;
   }
 
  private:
-  Tensor view_;
+  Tensor all_, view_;
   int64_t base_, step_;
 };
 
