@@ -250,6 +250,42 @@ double scalar(const void* p, bool is_double) {
   return is_double ? *static_cast<const double*>(p) : *static_cast<const float*>(p);
 }
 
+// cublasGemmEx and its strided-batched form: types checked, then the common product.
+cublasStatus_t gemm_ex(const char* call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                       int64_t m, int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType Atype,
+                       int64_t lda, int64_t strideA, const void* B, cudaDataType Btype, int64_t ldb, int64_t strideB,
+                       const void* beta, void* C, cudaDataType Ctype, int64_t ldc, int64_t strideC, int64_t batchCount,
+                       cublasComputeType_t computeType) {
+  if (alpha == nullptr || beta == nullptr)
+    return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": null alpha or beta");
+  const cublasMath_t math = handles().count(handle) != 0 ? handle->math : CUBLAS_DEFAULT_MATH;
+  bool tf32 = false;
+  cublasStatus_t s = check_types(call, Atype, Btype, Ctype, computeType, math, &tf32);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  const bool is_double = computeType == CUBLAS_COMPUTE_64F;
+  return run_gemm({call,
+                   handle,
+                   transa,
+                   transb,
+                   m,
+                   n,
+                   k,
+                   scalar(alpha, is_double),
+                   scalar(beta, is_double),
+                   A,
+                   lda,
+                   strideA,
+                   B,
+                   ldb,
+                   strideB,
+                   C,
+                   ldc,
+                   strideC,
+                   batchCount,
+                   Ctype,
+                   tf32});
+}
+
 }  // namespace
 }  // namespace tapegrad_emu
 
@@ -441,34 +477,8 @@ cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, 
                                cudaDataType Ctype, int64_t ldc, cublasComputeType_t computeType,
                                cublasGemmAlgo_t algo) {
   (void)algo;
-  if (alpha == nullptr || beta == nullptr)
-    return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasGemmEx: null alpha or beta");
-  const cublasMath_t math = handles().count(handle) != 0 ? handle->math : CUBLAS_DEFAULT_MATH;
-  bool tf32 = false;
-  cublasStatus_t s = check_types("cublasGemmEx", Atype, Btype, Ctype, computeType, math, &tf32);
-  if (s != CUBLAS_STATUS_SUCCESS) return s;
-  const bool is_double = computeType == CUBLAS_COMPUTE_64F;
-  return run_gemm({"cublasGemmEx",
-                   handle,
-                   transa,
-                   transb,
-                   m,
-                   n,
-                   k,
-                   scalar(alpha, is_double),
-                   scalar(beta, is_double),
-                   A,
-                   lda,
-                   0,
-                   B,
-                   ldb,
-                   0,
-                   C,
-                   ldc,
-                   0,
-                   1,
-                   Ctype,
-                   tf32});
+  return gemm_ex("cublasGemmEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C,
+                 Ctype, ldc, 0, 1, computeType);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -479,34 +489,8 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
                                              int64_t batchCount, cublasComputeType_t computeType,
                                              cublasGemmAlgo_t algo) {
   (void)algo;
-  if (alpha == nullptr || beta == nullptr)
-    return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasGemmStridedBatchedEx: null alpha or beta");
-  const cublasMath_t math = handles().count(handle) != 0 ? handle->math : CUBLAS_DEFAULT_MATH;
-  bool tf32 = false;
-  cublasStatus_t s = check_types("cublasGemmStridedBatchedEx", Atype, Btype, Ctype, computeType, math, &tf32);
-  if (s != CUBLAS_STATUS_SUCCESS) return s;
-  const bool is_double = computeType == CUBLAS_COMPUTE_64F;
-  return run_gemm({"cublasGemmStridedBatchedEx",
-                   handle,
-                   transa,
-                   transb,
-                   m,
-                   n,
-                   k,
-                   scalar(alpha, is_double),
-                   scalar(beta, is_double),
-                   A,
-                   lda,
-                   strideA,
-                   B,
-                   ldb,
-                   strideB,
-                   C,
-                   ldc,
-                   strideC,
-                   batchCount,
-                   Ctype,
-                   tf32});
+  return gemm_ex("cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
+                 ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType);
 }
 
 }  // extern "C"

@@ -11,6 +11,17 @@
 #include <string>
 
 #include "cublas_v2.h"
+
+// Whether AddressSanitizer instruments this build (gcc says __SANITIZE_ADDRESS__, clang
+// __has_feature): fiber switches are then annotated and the space after allocations poisoned.
+#if defined(__SANITIZE_ADDRESS__)
+#define TG_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG_EMU_ASAN 1
+#endif
+#endif
+
 #include "cuda_runtime.h"
 
 struct CUstream_st {

@@ -29,14 +29,7 @@
 
 #include "emulator.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TG_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TG_EMU_ASAN 1
-#endif
-#endif
-#if defined(TG_EMU_ASAN)
+#if defined(TG_EMU_ASAN)  // emulator.h
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
