@@ -18,6 +18,9 @@ install(DIRECTORY include/tapegrad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES
 
 set(TAPEGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
 install(EXPORT tapegradTargets NAMESPACE tapegrad:: DESTINATION ${TAPEGRAD_CMAKE_DIR})
+# The build tree is a package too: -Dtapegrad_DIR=<build> finds the library where it was built,
+# with no install step (tapegradConfig.cmake below includes this file from beside itself).
+export(EXPORT tapegradTargets NAMESPACE tapegrad:: FILE ${PROJECT_BINARY_DIR}/tapegradTargets.cmake)
 configure_package_config_file(cmake/tapegradConfig.cmake.in ${PROJECT_BINARY_DIR}/tapegradConfig.cmake
   INSTALL_DESTINATION ${TAPEGRAD_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/tapegradConfigVersion.cmake
