@@ -2,11 +2,17 @@
 // stack, so that __syncthreads() and the warp-synchronous intrinsics suspend the caller until the
 // threads they wait for arrive. Kernels without barriers cost one fiber switch per thread.
 //
-// Note [thread order]: between two meeting points the threads of a block run one after another in
-// an order drawn afresh for every phase (seeded by the launch and block, so a run is repeatable),
-// and shared arrays start each block filled with 0xff bytes. A thread that reads what another
-// wrote without a barrier between them therefore reads poison or a stale value in most runs: a
-// missing barrier fails a test instead of passing because the host happened to run the writer first.
+// Note [thread order]: threads start in an order drawn afresh for every block, and the threads a
+// meeting point releases (a warp's lanes after a shuffle, the whole block after a barrier) go on
+// in a fresh random order too (seeded by the launch and block, so a run is repeatable). Whether
+// released threads run before the threads not started yet is also drawn per block. Shared arrays
+// start each block filled with 0xff bytes. A thread that reads what another wrote without a
+// barrier between them therefore reads poison or a stale value in most runs: a missing barrier
+// fails a test instead of passing because the host happened to run the writer first.
+//
+// Meeting points are settled as threads arrive, in O(1) per thread: a warp intrinsic completes
+// when the last lane its mask names arrives, a barrier when nothing else can run. A warp's lanes
+// thus tend to run together between shuffles, which keeps switches cheap.
 //
 // Checked at every meeting point (a violation aborts the grid and fails the next synchronising call):
 // - __syncthreads() must be reached by every thread of the block (which call is not checked: the
@@ -115,6 +121,12 @@ struct BlockRun {
   std::vector<Thread> threads;
   std::vector<unsigned> start_order;  // threads in the order fibers start them
   size_t next_to_start = 0;
+  std::vector<unsigned> ready;  // released by a meeting point, not resumed yet (taken from the back)
+  // Per warp, bit = lane: lanes waiting in a warp intrinsic, lanes that exited, lanes that exist.
+  std::vector<uint32_t> arrived, exited, exists;
+  unsigned done = 0, at_barrier = 0, at_warp = 0;
+  uint64_t rng = 0;
+  bool released_first = false;  // whether released threads run before threads not started yet
   Thread* current = nullptr;
   ctx::fcontext_t scheduler = nullptr;
   const void* scheduler_bottom = nullptr;
@@ -215,6 +227,8 @@ void fiber_main(ctx::transfer_t from) {
       run->violation = where(*run, self) + " threw";
     }
     self.state = State::Done;
+    ++run->done;
+    run->exited[self.warp] |= 1u << self.lane;
   }
   asan_start(nullptr, run->scheduler_bottom, run->scheduler_size);  // this fiber's fake stack goes
   ctx::jump_fcontext(run->scheduler, reinterpret_cast<void*>(static_cast<uintptr_t>(Handback::Finished)));
@@ -289,86 +303,87 @@ int source_lane(const Thread& t) {
   }
 }
 
-// Completes every warp intrinsic whose lanes have all arrived. Returns whether any completed; a
-// definite violation sets run.failed.
-bool resolve_warps(BlockRun& run) {
-  bool progressed = false;
-  const unsigned n = static_cast<unsigned>(run.threads.size());
-  for (unsigned first = 0; first < n; first += kWarpSize) {
-    unsigned handled = 0;
-    for (unsigned l = 0; l < kWarpSize && first + l < n; ++l) {
-      Thread& t = run.threads[first + l];
-      if (t.state != State::AtWarp || (handled & (1u << l)) != 0) continue;
-      if ((t.mask & (1u << t.lane)) == 0) {
-        run.failed = true;
-        run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) +
-                        ", which leaves out the calling lane " + std::to_string(t.lane);
-        return false;
-      }
-      if (t.width <= 0 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
-        run.failed = true;
-        run.violation = where(run, t) + ": " + op_name(t.op) + " with width " + std::to_string(t.width) +
-                        " (a power of two up to 32)";
-        return false;
-      }
-      handled |= t.mask;
-      bool complete = true;
-      for (unsigned b = 0; b < kWarpSize; ++b) {
-        if ((t.mask & (1u << b)) == 0) continue;
-        if (first + b >= n) {
-          run.failed = true;
-          run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
-                          std::to_string(b) + ", which does not exist (the block has " + std::to_string(n) +
-                          " threads)";
-          return false;
-        }
-        const Thread& other = run.threads[first + b];
-        if (other.state == State::Done) {
-          run.failed = true;
-          run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
-                          std::to_string(b) + ", which has exited and does not take part";
-          return false;
-        }
-        if (other.state != State::AtWarp || other.mask != t.mask || other.op != t.op) complete = false;
-      }
-      if (!complete) continue;
-      unsigned votes = 0;
-      for (unsigned c = 0; c < kWarpSize; ++c)
-        if ((t.mask & (1u << c)) != 0 && run.threads[first + c].value != 0) votes |= 1u << c;
-      for (unsigned b = 0; b < kWarpSize; ++b) {
-        if ((t.mask & (1u << b)) == 0) continue;
-        Thread& lane = run.threads[first + b];
-        switch (lane.op) {
-          case WarpOp::Ballot:
-            lane.result = votes;
-            break;
-          case WarpOp::Any:
-            lane.result = votes != 0;
-            break;
-          case WarpOp::All:
-            lane.result = votes == t.mask;
-            break;
-          case WarpOp::SyncWarp:
-            lane.result = 0;
-            break;
-          default: {
-            const int src = source_lane(lane);
-            if (src < 0 || (t.mask & (1u << src)) == 0) {
-              run.failed = true;
-              run.violation = where(run, lane) + ": " + op_name(lane.op) + " reads lane " + std::to_string(src) +
-                              ", which is not in the mask " + hex(t.mask);
-              return false;
-            }
-            lane.result = run.threads[first + static_cast<unsigned>(src)].value;
-          }
-        }
-      }
-      for (unsigned b = 0; b < kWarpSize; ++b)
-        if ((t.mask & (1u << b)) != 0) run.threads[first + b].state = State::Ready;
-      progressed = true;
-    }
+uint64_t next_random(uint64_t& s) {
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545F4914F6CDD1DULL;
+}
+
+// A draw in [0, n) (multiply-shift: no division on this hot path).
+unsigned draw_below(uint64_t& s, size_t n) {
+  return static_cast<unsigned>(((next_random(s) >> 32) * static_cast<uint64_t>(n)) >> 32);
+}
+
+// Queues released threads in a fresh random order.
+void release(BlockRun& run, unsigned* threads, size_t count) {
+  for (size_t i = count; i > 1; --i) std::swap(threads[i - 1], threads[draw_below(run.rng, i)]);
+  for (size_t i = 0; i < count; ++i) {
+    run.threads[threads[i]].state = State::Ready;
+    run.ready.push_back(threads[i]);
   }
-  return progressed;
+}
+
+// In the fiber of `t`, which has just arrived at a warp intrinsic: checks the intrinsic and, when
+// every lane it names waits in the same intrinsic with the same mask, completes it for all of them.
+void arrive_at_warp_op(BlockRun& run, Thread& t) {
+  const unsigned n = static_cast<unsigned>(run.threads.size()), first = t.warp * kWarpSize;
+  if ((t.mask & (1u << t.lane)) == 0)
+    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) +
+                           ", which leaves out the calling lane " + std::to_string(t.lane));
+  if (t.width <= 0 || t.width > 32 || (t.width & (t.width - 1)) != 0)
+    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with width " + std::to_string(t.width) +
+                           " (a power of two up to 32)");
+  if (const uint32_t missing = t.mask & ~run.exists[t.warp]; missing != 0)
+    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                           std::to_string(__builtin_ctz(missing)) + ", which does not exist (the block has " +
+                           std::to_string(n) + " threads)");
+  if (const uint32_t gone = t.mask & run.exited[t.warp]; gone != 0)
+    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                           std::to_string(__builtin_ctz(gone)) + ", which has exited and does not take part");
+  t.state = State::AtWarp;
+  ++run.at_warp;
+  run.arrived[t.warp] |= 1u << t.lane;
+  if ((run.arrived[t.warp] & t.mask) != t.mask) return;
+  for (unsigned b = 0; b < kWarpSize; ++b) {
+    if ((t.mask & (1u << b)) == 0) continue;
+    const Thread& other = run.threads[first + b];
+    if (other.mask != t.mask || other.op != t.op) return;  // in another intrinsic: not complete (yet)
+  }
+  unsigned votes = 0;
+  for (unsigned c = 0; c < kWarpSize; ++c)
+    if ((t.mask & (1u << c)) != 0 && run.threads[first + c].value != 0) votes |= 1u << c;
+  unsigned lanes[kWarpSize];
+  size_t count = 0;
+  for (unsigned b = 0; b < kWarpSize; ++b) {
+    if ((t.mask & (1u << b)) == 0) continue;
+    Thread& lane = run.threads[first + b];
+    switch (lane.op) {
+      case WarpOp::Ballot:
+        lane.result = votes;
+        break;
+      case WarpOp::Any:
+        lane.result = votes != 0;
+        break;
+      case WarpOp::All:
+        lane.result = votes == t.mask;
+        break;
+      case WarpOp::SyncWarp:
+        lane.result = 0;
+        break;
+      default: {
+        const int src = source_lane(lane);
+        if (src < 0 || (t.mask & (1u << src)) == 0)
+          fail_in_fiber(run, where(run, lane) + ": " + op_name(lane.op) + " reads lane " + std::to_string(src) +
+                                 ", which is not in the mask " + hex(t.mask));
+        lane.result = run.threads[first + static_cast<unsigned>(src)].value;
+      }
+    }
+    lanes[count++] = first + b;
+  }
+  run.arrived[t.warp] &= ~t.mask;
+  run.at_warp -= static_cast<unsigned>(count);
+  release(run, lanes, count);
 }
 
 // Nobody can move: say why.
@@ -379,6 +394,9 @@ std::string describe_deadlock(BlockRun& run) {
     for (unsigned b = 0; b < kWarpSize; ++b) {
       if ((t.mask & (1u << b)) == 0) continue;
       const Thread& other = run.threads[first + b];
+      if (other.state == State::Done)
+        return where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+               std::to_string(b) + ", which has exited and does not take part";
       if (other.state == State::AtWarp && other.mask == t.mask && other.op == t.op) continue;
       std::string what = other.state == State::AtBarrier
                              ? "waits at __syncthreads()"
@@ -388,13 +406,6 @@ std::string describe_deadlock(BlockRun& run) {
     }
   }
   return "kernel " + std::string(run.config->kernel) + ": the block cannot make progress";
-}
-
-uint64_t next_random(uint64_t& s) {
-  s ^= s >> 12;
-  s ^= s << 25;
-  s ^= s >> 27;
-  return s * 0x2545F4914F6CDD1DULL;
 }
 
 // Runs one block; false after a violation (run.violation says which).
@@ -413,51 +424,48 @@ bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
     t.index.grid_dim = gd;
     run.start_order[i] = i;
   }
-  for (size_t i = n; i > 1; --i) std::swap(run.start_order[i - 1], run.start_order[next_random(seed) % i]);
+  run.rng = seed;
+  for (size_t i = n; i > 1; --i) std::swap(run.start_order[i - 1], run.start_order[draw_below(run.rng, i)]);
+  run.released_first = (next_random(run.rng) >> 63) != 0;
   run.next_to_start = 0;
+  run.ready.clear();
+  const unsigned warps = (n + kWarpSize - 1) / kWarpSize;
+  run.arrived.assign(warps, 0);
+  run.exited.assign(warps, 0);
+  run.exists.assign(warps, ~0u);
+  if (n % kWarpSize != 0) run.exists[warps - 1] = (1u << (n % kWarpSize)) - 1;
+  run.done = run.at_barrier = run.at_warp = 0;
   std::memset(run.shared.get(), 0xff, run.shared_poisoned);
   run.sites.clear();
   run.shared_used = 0;
 
-  std::vector<unsigned> ready;
   for (;;) {
-    // Threads released at the last meeting point, in a fresh order; then the ones not started.
-    ready.clear();
-    for (unsigned i = 0; i < n; ++i)
-      if (run.threads[i].state == State::Ready && run.threads[i].fiber != nullptr) ready.push_back(i);
-    for (size_t i = ready.size(); i > 1; --i) std::swap(ready[i - 1], ready[next_random(seed) % i]);
-    for (unsigned i : ready) {
+    const bool can_start = run.next_to_start < n;
+    if (!run.ready.empty() && (run.released_first || !can_start)) {
+      const unsigned i = run.ready.back();
+      run.ready.pop_back();
       resume(run, run.threads[i]);
-      if (run.failed) return false;
-    }
-    while (run.next_to_start < n) {
+    } else if (can_start) {
       start_fiber(run);
-      if (run.failed) return false;
-    }
-    unsigned done = 0, at_warp = 0;
-    const Thread* waiting = nullptr;
-    for (const Thread& t : run.threads) {
-      done += t.state == State::Done;
-      at_warp += t.state == State::AtWarp;
-      if (t.state == State::AtBarrier) waiting = &t;
-    }
-    if (done == n) return true;
-    if (at_warp > 0) {
-      if (resolve_warps(run)) continue;
-      if (!run.failed) {
-        run.failed = true;
-        run.violation = describe_deadlock(run);
-      }
-      return false;
-    }
-    // Only barriers are left.
-    if (done > 0) {
+    } else if (run.done == n) {
+      return true;
+    } else if (run.at_warp > 0) {  // lanes wait for lanes that will never come
+      run.failed = true;
+      run.violation = describe_deadlock(run);
+    } else if (run.done > 0) {  // only barriers are left
+      const Thread* waiting = nullptr;
+      for (const Thread& t : run.threads)
+        if (t.state == State::AtBarrier) waiting = &t;
       run.failed = true;
       run.violation = where(run, *waiting) + ": __syncthreads() is not reached by every thread of the block (" +
-                      std::to_string(done) + " of " + std::to_string(n) + " threads exited instead)";
-      return false;
+                      std::to_string(run.done) + " of " + std::to_string(n) + " threads exited instead)";
+    } else {  // every thread waits at the barrier: release them all
+      run.at_barrier = 0;
+      std::vector<unsigned>& all = run.start_order;  // free again once every thread has started
+      for (unsigned i = 0; i < n; ++i) all[i] = i;
+      release(run, all.data(), n);
     }
-    for (Thread& t : run.threads) t.state = State::Ready;
+    if (run.failed) return false;
   }
 }
 
@@ -494,6 +502,7 @@ const ThreadIndex& thread_index_checked() {
 void sync_block() {
   BlockRun& run = block_run();
   run.current->state = State::AtBarrier;
+  ++run.at_barrier;
   suspend(run);
 }
 
@@ -505,7 +514,7 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
   self.value = value;
   self.arg = arg;
   self.width = width;
-  self.state = State::AtWarp;
+  arrive_at_warp_op(run, self);
   suspend(run);
   return self.result;
 }
