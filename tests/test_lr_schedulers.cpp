@@ -32,8 +32,8 @@ using Recurrence = std::function<double(int64_t epoch, double lr, double base)>;
 
 // Steps `sched` for `epochs` epochs and compares every group's lr with the recurrence, which starts
 // from lr0(base) at epoch 0.
-void expect_follows(const TwoGroups& run, optim::LRScheduler& sched, int epochs, const std::function<double(double)>& lr0,
-                    const Recurrence& next, double rel_tol = 1e-12) {
+void expect_follows(const TwoGroups& run, optim::LRScheduler& sched, int epochs,
+                    const std::function<double(double)>& lr0, const Recurrence& next, double rel_tol = 1e-12) {
   const std::vector<double> base{0.1, 0.02};
   std::vector<double> ref{lr0(base[0]), lr0(base[1])};
   for (int64_t e = 0; e <= epochs; ++e) {
@@ -54,16 +54,19 @@ TEST(LRSchedulers, StepLRFollowsPyTorchsRecurrence) {
   TwoGroups run;
   optim::StepLR sched(run.opt, 3, 0.5);
   EXPECT_EQ(sched.base_lrs(), (std::vector<double>{0.1, 0.02}));
-  expect_follows(run, sched, 40, [](double b) { return b; },
-                 [](int64_t e, double lr, double) { return e % 3 == 0 ? lr * 0.5 : lr; });
+  expect_follows(
+      run, sched, 40, [](double b) { return b; },
+      [](int64_t e, double lr, double) { return e % 3 == 0 ? lr * 0.5 : lr; });
 }
 
 TEST(LRSchedulers, MultiStepLRCountsRepeatedMilestones) {
   TwoGroups run;
   optim::MultiStepLR sched(run.opt, {30, 8, 20, 20}, 0.3);  // unsorted, 20 twice: gamma^2 there
-  expect_follows(run, sched, 45, [](double b) { return b; }, [](int64_t e, double lr, double) {
-    return e == 8 || e == 30 ? lr * 0.3 : e == 20 ? lr * 0.3 * 0.3 : lr;
-  });
+  expect_follows(
+      run, sched, 45, [](double b) { return b; },
+      [](int64_t e, double lr, double) { return e == 8 || e == 30 ? lr * 0.3
+                                                : e == 20         ? lr * 0.3 * 0.3
+                                                                  : lr; });
   sched.set_epoch(25);
   EXPECT_NEAR(run.lrs()[1], 0.02 * std::pow(0.3, 3), 1e-15);
 }
@@ -71,7 +74,8 @@ TEST(LRSchedulers, MultiStepLRCountsRepeatedMilestones) {
 TEST(LRSchedulers, ExponentialLRFollowsPyTorchsRecurrence) {
   TwoGroups run;
   optim::ExponentialLR sched(run.opt, 0.93);
-  expect_follows(run, sched, 60, [](double b) { return b; }, [](int64_t, double lr, double) { return lr * 0.93; });
+  expect_follows(
+      run, sched, 60, [](double b) { return b; }, [](int64_t, double lr, double) { return lr * 0.93; });
 }
 
 TEST(LRSchedulers, CosineAnnealingFollowsPyTorchsRecurrenceOverSeveralPeriods) {
@@ -96,10 +100,12 @@ TEST(LRSchedulers, LinearLRWarmUpFollowsPyTorchsRecurrence) {
   const double start = 0.1, end = 0.9;
   const int64_t total = 8;
   optim::LinearLR sched(run.opt, start, end, total);
-  expect_follows(run, sched, 20, [&](double b) { return b * start; }, [&](int64_t e, double lr, double) {
-    if (e > total) return lr;
-    return lr * (1.0 + (end - start) / (total * start + (e - 1) * (end - start)));
-  });
+  expect_follows(
+      run, sched, 20, [&](double b) { return b * start; },
+      [&](int64_t e, double lr, double) {
+        if (e > total) return lr;
+        return lr * (1.0 + (end - start) / (total * start + (e - 1) * (end - start)));
+      });
   EXPECT_NEAR(run.lrs()[0], 0.1 * end, 1e-15);
 }
 
@@ -199,8 +205,14 @@ TEST(OneCycleLR, ThreePhaseLinearWithAdamBeta1MatchesTheFormula) {
   optim::Adam opt({p}, optim::AdamOptions(1e-3).betas(0.9, 0.99));
   const int64_t total = 37;
   optim::OneCycleLR sched(opt, 0.01, total,
-                          optim::OneCycleLROptions().pct_start(0.25).anneal_strategy("linear").three_phase(true)
-                              .div_factor(10).final_div_factor(100).base_momentum(0.8).max_momentum(0.9));
+                          optim::OneCycleLROptions()
+                              .pct_start(0.25)
+                              .anneal_strategy("linear")
+                              .three_phase(true)
+                              .div_factor(10)
+                              .final_div_factor(100)
+                              .base_momentum(0.8)
+                              .max_momentum(0.9));
   OneCycleRef ref{0.01, 0.25, 10, 100, 0.8, 0.9};
   ref.total = total;
   ref.three_phase = true;
@@ -223,7 +235,8 @@ TEST(OneCycleLR, BadSettingsAreErrors) {
   EXPECT_NEAR(plain.lr(), 1.0 / 25, 1e-16);
   optim::SGD sgd({p}, optim::SGDOptions(0.1).momentum(0.9));
   expect_error([&] { optim::OneCycleLR(sgd, 1.0, 0); }, {"OneCycleLR", "total_steps", "0"});
-  expect_error([&] { optim::OneCycleLR(sgd, 1.0, 10, optim::OneCycleLROptions().pct_start(1.5)); }, {"pct_start", "1.5"});
+  expect_error([&] { optim::OneCycleLR(sgd, 1.0, 10, optim::OneCycleLROptions().pct_start(1.5)); },
+               {"pct_start", "1.5"});
   expect_error([&] { optim::OneCycleLR(sgd, 1.0, 10, optim::OneCycleLROptions().anneal_strategy("cosine")); },
                {"anneal_strategy", "'cosine'"});
   expect_error([&] { optim::OneCycleLR(sgd, std::vector<double>{1.0, 2.0}, 10); }, {"expected 1 max_lr", "got 2"});
@@ -242,8 +255,10 @@ TEST(SequentialLR, WarmUpThenCosineMatchesTheClosedForms) {
     if (e > 0) sched.step();
     for (size_t g = 0; g < 2; ++g) {
       double expected;
-      if (e < warmup) expected = base[g] * (0.1 + 0.9 * static_cast<double>(e) / warmup);
-      else expected = 1e-4 + (base[g] - 1e-4) * (1 + std::cos(kPi * (e - warmup) / t_max)) / 2;
+      if (e < warmup)
+        expected = base[g] * (0.1 + 0.9 * static_cast<double>(e) / warmup);
+      else
+        expected = 1e-4 + (base[g] - 1e-4) * (1 + std::cos(kPi * (e - warmup) / t_max)) / 2;
       EXPECT_NEAR(run.lrs()[g], expected, 1e-15) << "epoch " << e << " group " << g;
     }
   }
@@ -266,16 +281,25 @@ TEST(SequentialLR, ThreeSchedulersAndBadInput) {
     EXPECT_NEAR(run.lrs()[0], expected[e], 1e-16) << "epoch " << e;
     sched.step();
   }
-  expect_error([&] { optim::SequentialLR(run.opt, {constant, step}, {3, 7}); }, {"SequentialLR", "expects 1 milestones"});
+  expect_error(
+      [&] {
+        optim::SequentialLR(run.opt, {constant, step}, {3, 7});
+      },
+      {"SequentialLR", "expects 1 milestones"});
   expect_error([&] { optim::SequentialLR(run.opt, {constant, step, expo}, {7, 3}); }, {"SequentialLR", "increasing"});
   TwoGroups other;
   auto foreign = std::make_shared<optim::StepLR>(other.opt, 2);
-  expect_error([&] { optim::SequentialLR(run.opt, {constant, foreign}, {3}); }, {"SequentialLR", "scheduler 1", "another optimiser"});
+  expect_error(
+      [&] {
+        optim::SequentialLR(run.opt, {constant, foreign}, {3});
+      },
+      {"SequentialLR", "scheduler 1", "another optimiser"});
 }
 
 TEST(ReduceLROnPlateau, MinModeRelThresholdPatienceAndCooldown) {
   TwoGroups run;
-  optim::ReduceLROnPlateau sched(run.opt, optim::ReduceLROnPlateauOptions().patience(2).cooldown(1).min_lr({0.0, 0.015}));
+  optim::ReduceLROnPlateau sched(run.opt,
+                                 optim::ReduceLROnPlateauOptions().patience(2).cooldown(1).min_lr({0.0, 0.015}));
   // Worked by hand from PyTorch's recurrence (factor 0.1, threshold 1e-4 rel):
   //   epoch metric  better?  bad  cooldown  lr0
   //   1     1.0     yes      0    0         0.1
@@ -304,7 +328,8 @@ TEST(ReduceLROnPlateau, MinModeRelThresholdPatienceAndCooldown) {
 TEST(ReduceLROnPlateau, MaxModeAbsThresholdAndEps) {
   TwoGroups run;
   optim::ReduceLROnPlateau sched(
-      run.opt, optim::ReduceLROnPlateauOptions().mode("max").threshold_mode("abs").threshold(0.5).patience(0).factor(0.5));
+      run.opt,
+      optim::ReduceLROnPlateauOptions().mode("max").threshold_mode("abs").threshold(0.5).patience(0).factor(0.5));
   sched.step(1.0);  // better than -inf
   EXPECT_EQ(run.lrs()[0], 0.1);
   sched.step(1.4);  // not > 1.0 + 0.5: bad, 1 > patience 0: halve
@@ -326,7 +351,8 @@ TEST(ReduceLROnPlateau, BadSettingsAreErrors) {
   using O = optim::ReduceLROnPlateauOptions;
   expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().factor(1.0)); }, {"ReduceLROnPlateau", "factor", "1"});
   expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().mode("mean")); }, {"mode", "'mean'"});
-  expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().threshold_mode("relative")); }, {"threshold_mode", "'relative'"});
+  expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().threshold_mode("relative")); },
+               {"threshold_mode", "'relative'"});
   expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().min_lr({0.1, 0.2, 0.3})); }, {"expected 2 min_lr", "got 3"});
   expect_error([&] { optim::ReduceLROnPlateau(run.opt, O().patience(-1)); }, {"patience", "-1"});
 }
@@ -365,8 +391,8 @@ TEST(SchedulerState, SequentialLRRoundTripResumesMidSchedule) {
   auto make = [](TwoGroups& run) {
     auto warm = std::make_shared<optim::LinearLR>(run.opt, 0.25, 1.0, 4);
     auto cosine = std::make_shared<optim::CosineAnnealingLR>(run.opt, 10);
-    return std::make_unique<optim::SequentialLR>(run.opt, std::vector<std::shared_ptr<optim::LRScheduler>>{warm, cosine},
-                                                 std::vector<int64_t>{4});
+    return std::make_unique<optim::SequentialLR>(
+        run.opt, std::vector<std::shared_ptr<optim::LRScheduler>>{warm, cosine}, std::vector<int64_t>{4});
   };
   auto sa = make(a), sb = make(b);
   for (int i = 0; i < 7; ++i) sa->step();
@@ -429,15 +455,24 @@ TEST(SchedulerState, ReduceLROnPlateauRoundTripContinuesIdentically) {
 TEST(SchedulerState, BadStateDictsAreErrors) {
   TwoGroups run;
   optim::StepLR sched(run.opt, 2);
-  expect_error([&] { sched.load_state_dict({{"last_epoch", full({}, 2.5, kFloat64)}, {"base_lrs", tensor<double>({0.1, 0.02})}}); },
-               {"StepLR.load_state_dict", "'last_epoch'", "2.5"});
+  expect_error(
+      [&] {
+        sched.load_state_dict({{"last_epoch", full({}, 2.5, kFloat64)}, {"base_lrs", tensor<double>({0.1, 0.02})}});
+      },
+      {"StepLR.load_state_dict", "'last_epoch'", "2.5"});
   expect_error([&] { sched.load_state_dict({{"last_epoch", full({}, 2.0, kFloat64)}}); }, {"'base_lrs' is missing"});
-  expect_error([&] { sched.load_state_dict({{"last_epoch", full({}, 2.0, kFloat64)}, {"base_lrs", tensor<double>({0.1})}}); },
-               {"'base_lrs'", "should hold 2"});
+  expect_error(
+      [&] {
+        sched.load_state_dict({{"last_epoch", full({}, 2.0, kFloat64)}, {"base_lrs", tensor<double>({0.1})}});
+      },
+      {"'base_lrs'", "should hold 2"});
   expect_error([&] { sched.load_state_dict({{"epoch", full({}, 2.0, kFloat64)}}); }, {"unexpected key 'epoch'"});
   optim::ReduceLROnPlateau plateau(run.opt);
-  expect_error([&] { plateau.load_state_dict({{"last_epoch", full({}, -1.0, kFloat64)}}); },
-               {"ReduceLROnPlateau.load_state_dict", "'last_epoch'"});
+  expect_error(
+      [&] {
+        plateau.load_state_dict({{"last_epoch", full({}, -1.0, kFloat64)}});
+      },
+      {"ReduceLROnPlateau.load_state_dict", "'last_epoch'"});
 }
 
 }  // namespace

@@ -44,8 +44,10 @@ std::vector<double> adam_ref(std::vector<double> p, double lr, double b1, double
   for (int k = 1; k <= steps; ++k) {
     std::vector<double> g = grad_at(k - 1, p.size());
     for (size_t i = 0; i < p.size(); ++i) {
-      if (decoupled) p[i] *= 1 - lr * wd;
-      else g[i] += wd * p[i];
+      if (decoupled)
+        p[i] *= 1 - lr * wd;
+      else
+        g[i] += wd * p[i];
       m[i] = b1 * m[i] + (1 - b1) * g[i];
       v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
       vmax[i] = std::max(vmax[i], v[i]);
@@ -56,7 +58,9 @@ std::vector<double> adam_ref(std::vector<double> p, double lr, double b1, double
   return p;
 }
 
-Tensor leaf_of(const std::vector<double>& v) { return tensor<double>(v).requires_grad_(); }
+Tensor leaf_of(const std::vector<double>& v) {
+  return tensor<double>(v).requires_grad_();
+}
 
 void run(optim::Optimizer& opt, const std::vector<Tensor>& params, int steps) {
   for (int k = 0; k < steps; ++k) {
@@ -104,8 +108,10 @@ TEST(ParamGroups, AdamAndAdamWGroupsUseTheirOwnOptions) {
                                           optim::ParamGroup({c}).lr(3e-2).weight_decay(0.2).amsgrad(true)};
     const optim::AdamOptions defaults = optim::AdamOptions(1e-2).weight_decay(0.05);
     std::unique_ptr<optim::Optimizer> opt;
-    if (decoupled) opt = std::make_unique<optim::AdamW>(groups, defaults);
-    else opt = std::make_unique<optim::Adam>(groups, defaults);
+    if (decoupled)
+      opt = std::make_unique<optim::AdamW>(groups, defaults);
+    else
+      opt = std::make_unique<optim::Adam>(groups, defaults);
     run(*opt, {a, b, c}, 7);
     expect_close(a, adam_ref(kA, 1e-2, 0.9, 0.999, 1e-8, 0.05, decoupled, false, 7), 1e-12);
     expect_close(b, adam_ref(kB, 1e-2, 0.8, 0.99, 1e-6, 0.05, decoupled, false, 7), 1e-12);
@@ -122,21 +128,21 @@ TEST(ParamGroups, ForeachKeepsGroupsWithDifferentOptionsApart) {
       {"sgd",
        [](std::vector<optim::ParamGroup> g, bool f) -> std::unique_ptr<optim::Optimizer> {
          g[1].lr(0.2).momentum(0.5);
-         return std::make_unique<optim::SGD>(std::move(g), optim::SGDOptions(0.05).momentum(0.9).foreach(f));
+         return std::make_unique<optim::SGD>(std::move(g), optim::SGDOptions(0.05).momentum(0.9).foreach (f));
        }},
       {"adam",
        [](std::vector<optim::ParamGroup> g, bool f) -> std::unique_ptr<optim::Optimizer> {
          g[1].lr(3e-2).betas(0.5, 0.9);
-         return std::make_unique<optim::Adam>(std::move(g), optim::AdamOptions(1e-2).foreach(f));
+         return std::make_unique<optim::Adam>(std::move(g), optim::AdamOptions(1e-2).foreach (f));
        }},
       {"adamw amsgrad in one group",
        [](std::vector<optim::ParamGroup> g, bool f) -> std::unique_ptr<optim::Optimizer> {
          g[1].amsgrad(true).weight_decay(0.3);
-         return std::make_unique<optim::AdamW>(std::move(g), optim::AdamOptions(1e-2).foreach(f));
+         return std::make_unique<optim::AdamW>(std::move(g), optim::AdamOptions(1e-2).foreach (f));
        }},
       {"equal options in two groups",
        [](std::vector<optim::ParamGroup> g, bool f) -> std::unique_ptr<optim::Optimizer> {
-         return std::make_unique<optim::Adam>(std::move(g), optim::AdamOptions(1e-2).foreach(f));
+         return std::make_unique<optim::Adam>(std::move(g), optim::AdamOptions(1e-2).foreach (f));
        }}};
   for (const auto& [name, make] : makers) {
     std::vector<Tensor> fused, single;
@@ -147,7 +153,8 @@ TEST(ParamGroups, ForeachKeepsGroupsWithDifferentOptionsApart) {
       single.push_back(t.clone().requires_grad_());
     }
     auto split = [](const std::vector<Tensor>& p) {
-      return std::vector<optim::ParamGroup>{optim::ParamGroup({p[0], p[1], p[2]}), optim::ParamGroup({p[3], p[4], p[5]})};
+      return std::vector<optim::ParamGroup>{optim::ParamGroup({p[0], p[1], p[2]}),
+                                            optim::ParamGroup({p[3], p[4], p[5]})};
     };
     auto opt_fused = make(split(fused), true);
     auto opt_single = make(split(single), false);
@@ -190,15 +197,25 @@ TEST(ParamGroups, AddParamGroupAndDuplicatesAcrossGroups) {
 
   expect_error([&] { opt.add_param_group(optim::ParamGroup({b})); },
                {"SGD", "parameter group 2", "parameter 0", "already in another parameter group"});
-  expect_error([&] { optim::Adam({optim::ParamGroup({a, b}), optim::ParamGroup({c, a})}); },
-               {"Adam", "parameter group 1", "parameter 1", "already in another parameter group"});
-  expect_error([&] { optim::Adam({optim::ParamGroup({a}), optim::ParamGroup({c, b, c})}); },
-               {"parameter group 1", "parameter 2", "more than once"});
+  expect_error(
+      [&] {
+        optim::Adam({optim::ParamGroup({a, b}), optim::ParamGroup({c, a})});
+      },
+      {"Adam", "parameter group 1", "parameter 1", "already in another parameter group"});
+  expect_error(
+      [&] {
+        optim::Adam({optim::ParamGroup({a}), optim::ParamGroup({c, b, c})});
+      },
+      {"parameter group 1", "parameter 2", "more than once"});
   expect_error([&] { optim::SGD({optim::ParamGroup({a}).betas(0.9, 0.99)}); }, {"SGD", "beta1", "does not have"});
   expect_error([&] { optim::Adam({optim::ParamGroup({a}).momentum(0.9)}); }, {"Adam", "momentum", "does not have"});
-  expect_error([&] { optim::SGD({optim::ParamGroup({a}).lr(-1.0)}); }, {"SGD", "parameter group 0", "learning rate", "-1"});
-  expect_error([&] { optim::SGD({optim::ParamGroup({a}), optim::ParamGroup({b}).nesterov(true)}); },
-               {"parameter group 1", "nesterov"});
+  expect_error([&] { optim::SGD({optim::ParamGroup({a}).lr(-1.0)}); },
+               {"SGD", "parameter group 0", "learning rate", "-1"});
+  expect_error(
+      [&] {
+        optim::SGD({optim::ParamGroup({a}), optim::ParamGroup({b}).nesterov(true)});
+      },
+      {"parameter group 1", "nesterov"});
   expect_error([&] { optim::Adam({optim::ParamGroup({a}).betas(0.9, 1.0)}); }, {"Adam", "betas"});
   // A failed add leaves the optimiser as it was.
   EXPECT_EQ(opt.param_groups().size(), 2u);
@@ -258,7 +275,8 @@ TEST(ParamGroups, MomentumSwitchedOnLaterStartsItsBuffer) {
 TEST(ParamGroupsStateDict, RoundTripRestoresGroupsOptionsAndContinuesIdentically) {
   auto make = [](std::vector<Tensor> p) {
     return std::make_unique<optim::Adam>(
-        std::vector<optim::ParamGroup>{optim::ParamGroup({p[0], p[1]}), optim::ParamGroup({p[2]}).lr(5e-2).amsgrad(true)},
+        std::vector<optim::ParamGroup>{optim::ParamGroup({p[0], p[1]}),
+                                       optim::ParamGroup({p[2]}).lr(5e-2).amsgrad(true)},
         optim::AdamOptions(1e-2));
   };
   std::vector<Tensor> a{leaf_of(kA), leaf_of(kB), leaf_of(kC)}, b{leaf_of(kA), leaf_of(kB), leaf_of(kC)};
@@ -311,7 +329,8 @@ TEST(ParamGroupsStateDict, AnotherGroupLayoutIsAClearErrorAndChangesNothing) {
   const StateDict saved = two.state_dict();
 
   optim::Adam one({leaf_of(kA), leaf_of(kB), leaf_of(kC)}, optim::AdamOptions(0.5));
-  expect_error([&] { one.load_state_dict(saved); }, {"Adam.load_state_dict", "parameter group 1", "1 parameter groups"});
+  expect_error([&] { one.load_state_dict(saved); },
+               {"Adam.load_state_dict", "parameter group 1", "1 parameter groups"});
   EXPECT_EQ(one.lr(), 0.5);
   EXPECT_TRUE(one.state_dict().size() == 7u) << "nothing loaded: only the group entries";
 
@@ -319,8 +338,10 @@ TEST(ParamGroupsStateDict, AnotherGroupLayoutIsAClearErrorAndChangesNothing) {
   expect_error([&] { split_differently.load_state_dict(saved); },
                {"Adam.load_state_dict", "parameter group 0", "holds 2 parameters in the state dict", "here 1"});
 
-  optim::Adam three({optim::ParamGroup({leaf_of(kA)}), optim::ParamGroup({leaf_of(kB)}), optim::ParamGroup({leaf_of(kC)})});
-  expect_error([&] { three.load_state_dict(saved); }, {"Adam.load_state_dict", "2 parameter groups", "this optimiser 3"});
+  optim::Adam three(
+      {optim::ParamGroup({leaf_of(kA)}), optim::ParamGroup({leaf_of(kB)}), optim::ParamGroup({leaf_of(kC)})});
+  expect_error([&] { three.load_state_dict(saved); },
+               {"Adam.load_state_dict", "2 parameter groups", "this optimiser 3"});
 
   // Missing, unknown and invalid group entries.
   optim::Adam same({optim::ParamGroup({leaf_of(kA), leaf_of(kB)}), optim::ParamGroup({leaf_of(kC)})});

@@ -30,7 +30,9 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* op)
 
 // float16 and bfloat16 only store numbers on the CPU; arithmetic on them goes through float32
 // (which is also what the GPU kernels compute in before rounding).
-bool cpu_half(const Tensor& t) { return t.device().is_cpu() && (t.dtype() == kFloat16 || t.dtype() == kBFloat16); }
+bool cpu_half(const Tensor& t) {
+  return t.device().is_cpu() && (t.dtype() == kFloat16 || t.dtype() == kBFloat16);
+}
 
 // sum(|g|^p) for a finite p, max(|g|) for p = inf, as a float64 0-dim tensor on `device`.
 Tensor partial_norm(const Tensor& grad, double p, Device device) {
@@ -38,10 +40,14 @@ Tensor partial_norm(const Tensor& grad, double p, Device device) {
   // kernels accumulate); float32 and float64 sums accumulate in float64 already.
   Tensor g = grad.dtype() == kFloat16 || grad.dtype() == kBFloat16 ? grad.to(kFloat32) : grad;
   Tensor part;
-  if (std::isinf(p)) part = g.numel() == 0 ? zeros({}, TensorOptions(g.dtype()).device(g.device())) : max(abs(g));
-  else if (p == 2.0) part = sum(square(g));
-  else if (p == 1.0) part = sum(abs(g));
-  else part = sum(pow(abs(g), p));
+  if (std::isinf(p))
+    part = g.numel() == 0 ? zeros({}, TensorOptions(g.dtype()).device(g.device())) : max(abs(g));
+  else if (p == 2.0)
+    part = sum(square(g));
+  else if (p == 1.0)
+    part = sum(abs(g));
+  else
+    part = sum(pow(abs(g), p));
   return part.to(device, kFloat64);
 }
 
@@ -77,8 +83,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     Tensor& c = on_device[{static_cast<int>(d.kind()), static_cast<int>(d.index())}];
     if (!c.defined()) c = coef.to(d);
     Tensor grad = g;
-    if (cpu_half(grad)) grad.copy_(mul(grad.to(kFloat32), c));
-    else grad.mul_(c);
+    if (cpu_half(grad))
+      grad.copy_(mul(grad.to(kFloat32), c));
+    else
+      grad.mul_(c);
   }
   return total.to(dtype);
 }
@@ -88,8 +96,10 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   TG_CHECK(clip_value >= 0, op, ": clip_value must be >= 0, got ", clip_value);  // NaN fails too
   NoGradGuard no_grad;
   for (Tensor g : gradients(params, op)) {
-    if (cpu_half(g)) g.copy_(clamp(g.to(kFloat32), -clip_value, clip_value));
-    else g.clamp_(-clip_value, clip_value);
+    if (cpu_half(g))
+      g.copy_(clamp(g.to(kFloat32), -clip_value, clip_value));
+    else
+      g.clamp_(-clip_value, clip_value);
   }
 }
 

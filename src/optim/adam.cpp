@@ -67,9 +67,15 @@ namespace {
 math::AdamHyper hyper_of(const ParamGroup& g, bool decoupled, int64_t step) {
   const auto [beta1, beta2] = g.betas();
   const double s = static_cast<double>(step);
-  return {g.lr(),       beta1,     beta2,
-          g.eps(),      g.weight_decay(), decoupled,
-          g.amsgrad(),  1.0 - std::pow(beta1, s), std::sqrt(1.0 - std::pow(beta2, s))};
+  return {g.lr(),
+          beta1,
+          beta2,
+          g.eps(),
+          g.weight_decay(),
+          decoupled,
+          g.amsgrad(),
+          1.0 - std::pow(beta1, s),
+          std::sqrt(1.0 - std::pow(beta2, s))};
 }
 
 // Equal options and step give equal bias corrections, so those need no comparing.
@@ -183,10 +189,14 @@ void Adam::load_param_state(const StateDict& entries, const std::vector<ParamGro
     TG_CHECK(t.sizes() == p.sizes(), name, ".load_state_dict: '", key, "' has shape ", shape_str(t.sizes()),
              ", the parameter ", shape_str(p.sizes()));
     Tensor value = t.to(p.device(), p.dtype()).contiguous().clone();
-    if (field == "exp_avg") loaded[index].exp_avg = value;
-    else if (field == "exp_avg_sq") loaded[index].exp_avg_sq = value;
-    else if (field == "max_exp_avg_sq") loaded[index].max_exp_avg_sq = value;
-    else TG_CHECK(false, name, ".load_state_dict: unexpected key '", key, "'");
+    if (field == "exp_avg")
+      loaded[index].exp_avg = value;
+    else if (field == "exp_avg_sq")
+      loaded[index].exp_avg_sq = value;
+    else if (field == "max_exp_avg_sq")
+      loaded[index].max_exp_avg_sq = value;
+    else
+      TG_CHECK(false, name, ".load_state_dict: unexpected key '", key, "'");
   }
   size_t i = 0;
   for (const ParamGroup& group : groups) {

@@ -9,7 +9,9 @@ namespace {
 
 constexpr int kInitial = 0, kMax = 1, kMin = 2;
 
-std::vector<double> repeat(double v, size_t n) { return std::vector<double>(n, v); }
+std::vector<double> repeat(double v, size_t n) {
+  return std::vector<double>(n, v);
+}
 
 }  // namespace
 
@@ -112,8 +114,10 @@ void OneCycleLR::apply(int64_t epoch) {
   auto groups = optimizer().param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     const double m = momentum_at(g, epoch);
-    if (use_beta1_) groups[g].betas(m, groups[g].betas().second);
-    else groups[g].momentum(m);
+    if (use_beta1_)
+      groups[g].betas(m, groups[g].betas().second);
+    else
+      groups[g].momentum(m);
   }
 }
 

@@ -15,8 +15,8 @@ namespace tapegrad::optim {
 
 namespace {
 
-const std::vector<std::string> kOptionNames{"lr",       "weight_decay", "momentum", "dampening", "nesterov",
-                                            "beta1",    "beta2",        "eps",      "amsgrad",   "initial_lr"};
+const std::vector<std::string> kOptionNames{"lr",    "weight_decay", "momentum", "dampening", "nesterov",
+                                            "beta1", "beta2",        "eps",      "amsgrad",   "initial_lr"};
 
 size_t option_index(const std::string& option) {
   auto it = std::find(kOptionNames.begin(), kOptionNames.end(), option);
@@ -32,18 +32,25 @@ constexpr const char* kGroupPrefix = "param_groups.";
 
 }  // namespace
 
-const std::vector<std::string>& ParamGroup::option_names() { return kOptionNames; }
+const std::vector<std::string>& ParamGroup::option_names() {
+  return kOptionNames;
+}
 
-std::optional<double>& ParamGroup::slot(const std::string& option) { return options_[option_index(option)]; }
+std::optional<double>& ParamGroup::slot(const std::string& option) {
+  return options_[option_index(option)];
+}
 const std::optional<double>& ParamGroup::slot(const std::string& option) const {
   return options_[option_index(option)];
 }
 
-bool ParamGroup::has(const std::string& option) const { return slot(option).has_value(); }
+bool ParamGroup::has(const std::string& option) const {
+  return slot(option).has_value();
+}
 
 double ParamGroup::get(const std::string& option) const {
   const std::optional<double>& v = slot(option);
-  TG_CHECK(v.has_value(), "ParamGroup: option '", option, "' is not set (the optimiser of this group has no such option, ",
+  TG_CHECK(v.has_value(), "ParamGroup: option '", option,
+           "' is not set (the optimiser of this group has no such option, ",
            "or the group is not in an optimiser yet)");
   return *v;
 }
@@ -53,7 +60,9 @@ ParamGroup& ParamGroup::set(const std::string& option, double value) {
   return *this;
 }
 
-void ParamGroup::unset(const std::string& option) { slot(option).reset(); }
+void ParamGroup::unset(const std::string& option) {
+  slot(option).reset();
+}
 
 template <class Group>
 Group& ParamGroupSpan<Group>::operator[](size_t i) const {
@@ -107,7 +116,9 @@ void Optimizer::check_groups() const {
   for (size_t g = 0; g < groups_.size(); ++g) check_group(groups_[g], where(name_, g));
 }
 
-double Optimizer::lr() const { return groups_.front().lr(); }
+double Optimizer::lr() const {
+  return groups_.front().lr();
+}
 
 void Optimizer::set_lr(double lr) {
   TG_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr);
@@ -181,8 +192,8 @@ std::vector<ParamGroup> Optimizer::load_groups(const StateDict& entries) const {
       std::vector<double> values = indices.to(kCPU, kFloat64).tolist<double>();
       for (int64_t i = 0; i < n; ++i) same = same && values[static_cast<size_t>(i)] == static_cast<double>(offset + i);
     }
-    TG_CHECK(same, ctx, ": parameter group ", g, " holds ", indices.numel(), " parameters in the state dict (",
-             prefix, "params), here ", n, " (parameters ", offset, " to ", offset + n - 1,
+    TG_CHECK(same, ctx, ": parameter group ", g, " holds ", indices.numel(), " parameters in the state dict (", prefix,
+             "params), here ", n, " (parameters ", offset, " to ", offset + n - 1,
              "); the group layout must be the one the state dict was saved with");
     offset += n;
     fields.erase(it);

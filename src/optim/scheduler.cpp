@@ -15,8 +15,8 @@ std::map<std::string, Tensor> scheduler_entries(const StateDict& state, const st
   std::map<std::string, Tensor> entries;
   for (const auto& [key, t] : state) {
     TG_CHECK(t.defined(), scheduler, ".load_state_dict: '", key, "' is undefined");
-    TG_CHECK(std::find(known.begin(), known.end(), key) != known.end(), scheduler,
-             ".load_state_dict: unexpected key '", key, "'");
+    TG_CHECK(std::find(known.begin(), known.end(), key) != known.end(), scheduler, ".load_state_dict: unexpected key '",
+             key, "'");
     TG_CHECK(entries.emplace(key, t).second, scheduler, ".load_state_dict: '", key, "' appears twice");
   }
   return entries;
@@ -40,7 +40,9 @@ int64_t read_count(const std::map<std::string, Tensor>& entries, const std::stri
   return static_cast<int64_t>(v);
 }
 
-Tensor number_tensor(double value) { return full({}, value, kFloat64); }
+Tensor number_tensor(double value) {
+  return full({}, value, kFloat64);
+}
 Tensor numbers_tensor(const std::vector<double>& values) {
   return tensor<double>(values, {static_cast<int64_t>(values.size())});
 }
@@ -54,7 +56,9 @@ LRScheduler::LRScheduler(Optimizer& optimizer, const char* name) : optimizer_(op
   }
 }
 
-void LRScheduler::step() { set_epoch(epoch_ + 1); }
+void LRScheduler::step() {
+  set_epoch(epoch_ + 1);
+}
 
 void LRScheduler::set_epoch(int64_t epoch) {
   TG_CHECK(epoch >= 0, name_, ": epoch must be >= 0, got ", epoch);
@@ -120,7 +124,8 @@ double MultiStepLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs()[group] * std::pow(gamma_, static_cast<double>(passed));
 }
 
-ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer, "ExponentialLR"), gamma_(gamma) {
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
+    : LRScheduler(optimizer, "ExponentialLR"), gamma_(gamma) {
   TG_CHECK(gamma > 0 && std::isfinite(gamma), "ExponentialLR: invalid gamma ", gamma);
   initialize();
 }
@@ -138,8 +143,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double
 
 double CosineAnnealingLR::lr_at(size_t group, int64_t epoch) const {
   const double pi = 3.14159265358979323846;
-  return eta_min_ +
-         (base_lrs()[group] - eta_min_) * (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
+  return eta_min_ + (base_lrs()[group] - eta_min_) *
+                        (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
@@ -147,16 +152,22 @@ LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
     : LRScheduler(optimizer, "LambdaLR"), lambdas_(std::move(lr_lambdas)) {
-  TG_CHECK(lambdas_.size() == num_groups(), "LambdaLR: expected ", num_groups(), " lr_lambdas (one per parameter group), got ",
-           lambdas_.size());
-  for (size_t g = 0; g < lambdas_.size(); ++g) TG_CHECK(static_cast<bool>(lambdas_[g]), "LambdaLR: lr_lambda ", g, " is empty");
+  TG_CHECK(lambdas_.size() == num_groups(), "LambdaLR: expected ", num_groups(),
+           " lr_lambdas (one per parameter group), got ", lambdas_.size());
+  for (size_t g = 0; g < lambdas_.size(); ++g)
+    TG_CHECK(static_cast<bool>(lambdas_[g]), "LambdaLR: lr_lambda ", g, " is empty");
   initialize();
 }
 
-double LambdaLR::lr_at(size_t group, int64_t epoch) const { return base_lrs()[group] * lambdas_[group](epoch); }
+double LambdaLR::lr_at(size_t group, int64_t epoch) const {
+  return base_lrs()[group] * lambdas_[group](epoch);
+}
 
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
-    : LRScheduler(optimizer, "LinearLR"), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+    : LRScheduler(optimizer, "LinearLR"),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
+      total_iters_(total_iters) {
   // PyTorch's bounds: a start factor of 0 would make its recurrence divide by zero.
   TG_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor must be in (0, 1], got ", start_factor);
   TG_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor must be in [0, 1], got ", end_factor);

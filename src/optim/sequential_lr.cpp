@@ -14,8 +14,8 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
            " milestones (one fewer than schedulers), got ", milestones_.size());
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     TG_CHECK(schedulers_[i] != nullptr, "SequentialLR: scheduler ", i, " is null");
-    TG_CHECK(&schedulers_[i]->optimizer() == &optimizer, "SequentialLR: scheduler ", i, " (",
-             schedulers_[i]->name(), ") acts on another optimiser than the one given");
+    TG_CHECK(&schedulers_[i]->optimizer() == &optimizer, "SequentialLR: scheduler ", i, " (", schedulers_[i]->name(),
+             ") acts on another optimiser than the one given");
   }
   for (size_t i = 0; i < milestones_.size(); ++i)
     TG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] > milestones_[i - 1]),
@@ -26,7 +26,8 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
 }
 
 std::pair<size_t, int64_t> SequentialLR::locate(int64_t epoch) const {
-  const size_t i = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin());
+  const size_t i =
+      static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin());
   return {i, i == 0 ? epoch : epoch - milestones_[i - 1]};
 }
 

@@ -51,8 +51,8 @@ math::SgdHyper hyper_of(const ParamGroup& g, bool first_step) {
 }
 
 bool same_hyper(const math::SgdHyper& a, const math::SgdHyper& b) {
-  return a.lr == b.lr && a.momentum == b.momentum && a.dampening == b.dampening &&
-         a.weight_decay == b.weight_decay && a.nesterov == b.nesterov && a.first_step == b.first_step;
+  return a.lr == b.lr && a.momentum == b.momentum && a.dampening == b.dampening && a.weight_decay == b.weight_decay &&
+         a.nesterov == b.nesterov && a.first_step == b.first_step;
 }
 
 }  // namespace
@@ -123,7 +123,8 @@ void SGD::step() {
 StateDict SGD::param_state_dict() const {
   StateDict state;
   for (size_t i = 0; i < momentum_buffers_.size(); ++i)
-    if (momentum_buffers_[i].defined()) state.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
+    if (momentum_buffers_[i].defined())
+      state.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
   return state;
 }
 

@@ -141,7 +141,8 @@ class LinearLR : public LRScheduler {
 
 struct OneCycleLROptions {
   OneCycleLROptions& pct_start(double v) { pct_start_ = v; return *this; }
-  OneCycleLROptions& anneal_strategy(std::string v) { anneal_strategy_ = std::move(v); return *this; }  // "cos" or "linear"
+  // "cos" or "linear"
+  OneCycleLROptions& anneal_strategy(std::string v) { anneal_strategy_ = std::move(v); return *this; }
   OneCycleLROptions& cycle_momentum(bool v) { cycle_momentum_ = v; return *this; }
   OneCycleLROptions& base_momentum(double v) { base_momentum_ = v; return *this; }
   OneCycleLROptions& max_momentum(double v) { max_momentum_ = v; return *this; }
@@ -221,7 +222,8 @@ struct ReduceLROnPlateauOptions {
   ReduceLROnPlateauOptions& factor(double v) { factor_ = v; return *this; }
   ReduceLROnPlateauOptions& patience(int64_t v) { patience_ = v; return *this; }
   ReduceLROnPlateauOptions& threshold(double v) { threshold_ = v; return *this; }
-  ReduceLROnPlateauOptions& threshold_mode(std::string v) { threshold_mode_ = std::move(v); return *this; }  // "rel"/"abs"
+  // "rel" or "abs"
+  ReduceLROnPlateauOptions& threshold_mode(std::string v) { threshold_mode_ = std::move(v); return *this; }
   ReduceLROnPlateauOptions& cooldown(int64_t v) { cooldown_ = v; return *this; }
   ReduceLROnPlateauOptions& min_lr(double v) { min_lrs_ = {v}; return *this; }
   ReduceLROnPlateauOptions& min_lr(std::vector<double> v) { min_lrs_ = std::move(v); return *this; }  // one per group
