@@ -18,6 +18,7 @@
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/idx.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/clip_grad.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/loss.h"
 #include "tapegrad/nn/lstm.h"

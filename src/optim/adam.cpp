@@ -1,4 +1,5 @@
-// Adam and AdamW (torch.optim.Adam/AdamW's rule, bias correction included, optional amsgrad).
+// Adam and AdamW (torch.optim.Adam/AdamW's rule, bias correction included, optional amsgrad), per
+// group.
 #include <algorithm>
 #include <cmath>
 
@@ -10,31 +11,96 @@
 
 namespace tapegrad::optim {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
+namespace {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, const char* name)
-    : Optimizer(std::move(params), options.lr_), options_(options), decoupled_(decoupled), name_(name) {
-  TG_CHECK(options.beta1_ >= 0 && options.beta1_ < 1 && options.beta2_ >= 0 && options.beta2_ < 1, name,
-           ": betas must be in [0, 1), got (", options.beta1_, ", ", options.beta2_, ")");
-  TG_CHECK(std::isfinite(options.eps_) && options.eps_ >= 0, name, ": invalid eps ", options.eps_);
-  TG_CHECK(std::isfinite(options.weight_decay_) && options.weight_decay_ >= 0, name, ": invalid weight_decay ",
-           options.weight_decay_);
-  state_.resize(params_.size());
+std::vector<ParamGroup> one_group(std::vector<Tensor> params, const char* name) {
+  // One list is one group; an empty one is the empty-parameter-list error, not an empty group.
+  TG_CHECK(!params.empty(), name, ": optimizer got an empty parameter list");
+  return {ParamGroup(std::move(params))};
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true, "AdamW") {}
+}  // namespace
 
-// Parameters that share a device, a dtype and a step count share one set of hyperparameters (the
-// bias corrections depend on the step), so each such group is one multi-tensor update.
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+    : Adam(one_group(std::move(params), "Adam"), options, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
+    : Adam(std::move(groups), defaults, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled, const char* name)
+    : Optimizer(name), options_(options), decoupled_(decoupled) {
+  init_groups(std::move(groups));
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
+    : Adam(one_group(std::move(params), "AdamW"), options, true, "AdamW") {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions defaults) : Adam(std::move(groups), defaults, true, "AdamW") {}
+
+const std::vector<std::string>& Adam::group_options() const {
+  static const std::vector<std::string> names{"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"};
+  return names;
+}
+
+void Adam::fill_defaults(ParamGroup& g) const {
+  if (!g.has("lr")) g.lr(options_.lr_);
+  // Betas are one option, as in PyTorch: a group that sets neither takes both defaults.
+  if (!g.has("beta1")) g.set("beta1", options_.beta1_);
+  if (!g.has("beta2")) g.set("beta2", options_.beta2_);
+  if (!g.has("eps")) g.eps(options_.eps_);
+  if (!g.has("weight_decay")) g.weight_decay(options_.weight_decay_);
+  if (!g.has("amsgrad")) g.amsgrad(options_.amsgrad_);
+}
+
+void Adam::check_group(const ParamGroup& g, const std::string& where) const {
+  const auto [beta1, beta2] = g.betas();
+  TG_CHECK(std::isfinite(g.lr()) && g.lr() >= 0, where, ": invalid learning rate ", g.lr());
+  TG_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, where, ": betas must be in [0, 1), got (", beta1, ", ",
+           beta2, ")");
+  TG_CHECK(std::isfinite(g.eps()) && g.eps() >= 0, where, ": invalid eps ", g.eps());
+  TG_CHECK(std::isfinite(g.weight_decay()) && g.weight_decay() >= 0, where, ": invalid weight_decay ",
+           g.weight_decay());
+}
+
+namespace {
+
+math::AdamHyper hyper_of(const ParamGroup& g, bool decoupled, int64_t step) {
+  const auto [beta1, beta2] = g.betas();
+  const double s = static_cast<double>(step);
+  return {g.lr(),
+          beta1,
+          beta2,
+          g.eps(),
+          g.weight_decay(),
+          decoupled,
+          g.amsgrad(),
+          1.0 - std::pow(beta1, s),
+          std::sqrt(1.0 - std::pow(beta2, s))};
+}
+
+// Equal options and step give equal bias corrections, so those need no comparing.
+bool same_hyper(const math::AdamHyper& a, int64_t a_step, const math::AdamHyper& b, int64_t b_step) {
+  return a_step == b_step && a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
+         a.weight_decay == b.weight_decay && a.amsgrad == b.amsgrad;
+}
+
+}  // namespace
+
+// Parameters that share a device, a dtype, a step count (the bias corrections depend on it) and
+// their group's options are one multi-tensor update; groups with different options never share one.
 void Adam::step() {
   NoGradGuard no_grad;
-  struct Group {
+  const char* name = this->name();
+  check_groups();
+  state_.resize(params_.size());
+  struct Bucket {
     Device device;
     DType dtype;
     int64_t step;
+    math::AdamHyper hyper;
     std::vector<backend::AdamTensors> tensors;
   };
-  std::vector<Group> groups;
+  std::vector<Bucket> buckets;
   // Every parameter is checked, and its state made to follow it (Note [state follows the
   // parameter], optim/param_state.h), before any is updated, so a bad one leaves the model and
   // the state unchanged.
@@ -44,63 +110,59 @@ void Adam::step() {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    TG_CHECK(p.is_contiguous(), name_, ": parameter ", i, " is not contiguous");
+    TG_CHECK(p.is_contiguous(), name, ": parameter ", i, " is not contiguous");
     grads[i] = g.contiguous();
-    check_update_buffer(grads[i], p, name_, i, "gradient");
+    check_update_buffer(grads[i], p, name, i, "gradient");
     const State& s = state_[i];
     State& f = followed[i];
     f.step = s.step;
-    f.exp_avg = follow_parameter(s.exp_avg, p, name_, i, "exp_avg");
-    f.exp_avg_sq = follow_parameter(s.exp_avg_sq, p, name_, i, "exp_avg_sq");
-    f.max_exp_avg_sq = follow_parameter(s.max_exp_avg_sq, p, name_, i, "max_exp_avg_sq");
+    f.exp_avg = follow_parameter(s.exp_avg, p, name, i, "exp_avg");
+    f.exp_avg_sq = follow_parameter(s.exp_avg_sq, p, name, i, "exp_avg_sq");
+    f.max_exp_avg_sq = follow_parameter(s.max_exp_avg_sq, p, name, i, "max_exp_avg_sq");
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    const Tensor& g = grads[i];
-    if (!g.defined()) continue;
-    State& s = state_[i];
-    s = std::move(followed[i]);
-    if (!s.exp_avg.defined()) {
-      s.exp_avg = zeros_like(p);
-      s.exp_avg_sq = zeros_like(p);
+  size_t i = 0;
+  for (const ParamGroup& group : groups_) {
+    const bool amsgrad = group.amsgrad();
+    for (size_t k = 0; k < group.params().size(); ++k, ++i) {
+      const Tensor& p = params_[i];
+      const Tensor& g = grads[i];
+      if (!g.defined()) continue;
+      State& s = state_[i];
+      s = std::move(followed[i]);
+      if (!s.exp_avg.defined()) {
+        s.exp_avg = zeros_like(p);
+        s.exp_avg_sq = zeros_like(p);
+      }
+      if (amsgrad && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
+      // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
+      check_update_buffer(s.exp_avg, p, name, i, "exp_avg");
+      check_update_buffer(s.exp_avg_sq, p, name, i, "exp_avg_sq");
+      if (amsgrad) check_update_buffer(s.max_exp_avg_sq, p, name, i, "max_exp_avg_sq");
+      s.step += 1;
+      const math::AdamHyper hyper = hyper_of(group, decoupled_, s.step);
+      auto bucket = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
+        return b.device == p.device() && b.dtype == p.dtype() && same_hyper(b.hyper, b.step, hyper, s.step);
+      });
+      if (bucket == buckets.end())
+        bucket = buckets.insert(buckets.end(), Bucket{p.device(), p.dtype(), s.step, hyper, {}});
+      bucket->tensors.push_back({p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
     }
-    if (options_.amsgrad_ && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
-    // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
-    check_update_buffer(s.exp_avg, p, name_, i, "exp_avg");
-    check_update_buffer(s.exp_avg_sq, p, name_, i, "exp_avg_sq");
-    if (options_.amsgrad_) check_update_buffer(s.max_exp_avg_sq, p, name_, i, "max_exp_avg_sq");
-    s.step += 1;
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
-      return gr.device == p.device() && gr.dtype == p.dtype() && gr.step == s.step;
-    });
-    if (group == groups.end()) group = groups.insert(groups.end(), Group{p.device(), p.dtype(), s.step, {}});
-    group->tensors.push_back({p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
   }
-  for (const Group& group : groups) {
-    const double step = static_cast<double>(group.step);
-    math::AdamHyper hyper{lr_,
-                          options_.beta1_,
-                          options_.beta2_,
-                          options_.eps_,
-                          options_.weight_decay_,
-                          decoupled_,
-                          options_.amsgrad_,
-                          1.0 - std::pow(options_.beta1_, step),
-                          std::sqrt(1.0 - std::pow(options_.beta2_, step))};
-    auto many = backend::kernels(group.device).adam_step_many;
+  for (const Bucket& bucket : buckets) {
+    auto many = backend::kernels(bucket.device).adam_step_many;
     if (options_.foreach_ && many != nullptr) {
-      many(group.tensors, hyper);
+      many(bucket.tensors, bucket.hyper);
     } else {
-      auto one = TG_KERNEL(group.device, adam_step);
-      for (const backend::AdamTensors& t : group.tensors)
-        one(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, hyper);
+      auto one = TG_KERNEL(bucket.device, adam_step);
+      for (const backend::AdamTensors& t : bucket.tensors)
+        one(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, bucket.hyper);
     }
-    for (const backend::AdamTensors& t : group.tensors) t.param.storage()->bump_version();
+    for (const backend::AdamTensors& t : bucket.tensors) t.param.storage()->bump_version();
   }
 }
 
-std::vector<std::pair<std::string, Tensor>> Adam::state_dict() const {
-  std::vector<std::pair<std::string, Tensor>> state;
+StateDict Adam::param_state_dict() const {
+  StateDict state;
   for (size_t i = 0; i < state_.size(); ++i) {
     const State& s = state_[i];
     if (!s.exp_avg.defined()) continue;
@@ -113,30 +175,38 @@ std::vector<std::pair<std::string, Tensor>> Adam::state_dict() const {
   return state;
 }
 
-void Adam::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
+void Adam::load_param_state(const StateDict& entries, const std::vector<ParamGroup>& groups) {
+  const char* name = this->name();
   std::vector<State> loaded(params_.size());
-  for (const auto& [name, t] : entries) {
-    TG_CHECK(t.defined(), name_, ".load_state_dict: '", name, "' is undefined");
-    const auto [index, field] = parse_state_key(name, params_.size(), name_);
+  for (const auto& [key, t] : entries) {
+    TG_CHECK(t.defined(), name, ".load_state_dict: '", key, "' is undefined");
+    const auto [index, field] = parse_state_key(key, params_.size(), name);
     const Tensor& p = params_[index];
     if (field == "step") {
-      loaded[index].step = parse_step(t, name, name_);
+      loaded[index].step = parse_step(t, key, name);
       continue;
     }
-    TG_CHECK(t.sizes() == p.sizes(), name_, ".load_state_dict: '", name, "' has shape ", shape_str(t.sizes()),
+    TG_CHECK(t.sizes() == p.sizes(), name, ".load_state_dict: '", key, "' has shape ", shape_str(t.sizes()),
              ", the parameter ", shape_str(p.sizes()));
     Tensor value = t.to(p.device(), p.dtype()).contiguous().clone();
-    if (field == "exp_avg") loaded[index].exp_avg = value;
-    else if (field == "exp_avg_sq") loaded[index].exp_avg_sq = value;
-    else if (field == "max_exp_avg_sq") loaded[index].max_exp_avg_sq = value;
-    else TG_CHECK(false, name_, ".load_state_dict: unexpected key '", name, "'");
+    if (field == "exp_avg")
+      loaded[index].exp_avg = value;
+    else if (field == "exp_avg_sq")
+      loaded[index].exp_avg_sq = value;
+    else if (field == "max_exp_avg_sq")
+      loaded[index].max_exp_avg_sq = value;
+    else
+      TG_CHECK(false, name, ".load_state_dict: unexpected key '", key, "'");
   }
-  for (size_t i = 0; i < loaded.size(); ++i) {
-    const State& s = loaded[i];
-    if (!s.exp_avg.defined() && !s.exp_avg_sq.defined()) continue;
-    TG_CHECK(s.exp_avg.defined() && s.exp_avg_sq.defined() && s.step > 0 &&
-                 (!options_.amsgrad_ || s.max_exp_avg_sq.defined()),
-             name_, ".load_state_dict: incomplete state for parameter ", i);
+  size_t i = 0;
+  for (const ParamGroup& group : groups) {
+    for (size_t k = 0; k < group.params().size(); ++k, ++i) {
+      const State& s = loaded[i];
+      if (!s.exp_avg.defined() && !s.exp_avg_sq.defined()) continue;
+      TG_CHECK(s.exp_avg.defined() && s.exp_avg_sq.defined() && s.step > 0 &&
+                   (!group.amsgrad() || s.max_exp_avg_sq.defined()),
+               name, ".load_state_dict: incomplete state for parameter ", i);
+    }
   }
   state_ = loaded;
 }

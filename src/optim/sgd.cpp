@@ -1,4 +1,4 @@
-// SGD with momentum, dampening, Nesterov and weight decay (torch.optim.SGD's rule).
+// SGD with momentum, dampening, Nesterov and weight decay (torch.optim.SGD's rule), per group.
 #include <algorithm>
 #include <cmath>
 
@@ -10,27 +10,67 @@
 
 namespace tapegrad::optim {
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer(std::move(params), options.lr_), options_(options) {
-  TG_CHECK(std::isfinite(options.momentum_) && options.momentum_ >= 0, "SGD: invalid momentum ", options.momentum_);
-  TG_CHECK(std::isfinite(options.weight_decay_) && options.weight_decay_ >= 0, "SGD: invalid weight_decay ",
-           options.weight_decay_);
-  TG_CHECK(!options.nesterov_ || (options.momentum_ > 0 && options.dampening_ == 0),
-           "SGD: nesterov needs momentum > 0 and zero dampening");
-  momentum_buffers_.resize(params_.size());
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : Optimizer("SGD"), options_(options) {
+  // One list is one group; an empty one is the empty-parameter-list error, not an empty group.
+  TG_CHECK(!params.empty(), "SGD: optimizer got an empty parameter list");
+  init_groups({ParamGroup(std::move(params))});
 }
 
-// Parameters that share a device, a dtype and whether this is their buffer's first step share one
-// set of hyperparameters, so each such group is one multi-tensor update.
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults) : Optimizer("SGD"), options_(defaults) {
+  init_groups(std::move(groups));
+}
+
+const std::vector<std::string>& SGD::group_options() const {
+  static const std::vector<std::string> names{"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  return names;
+}
+
+void SGD::fill_defaults(ParamGroup& g) const {
+  if (!g.has("lr")) g.lr(options_.lr_);
+  if (!g.has("momentum")) g.momentum(options_.momentum_);
+  if (!g.has("dampening")) g.dampening(options_.dampening_);
+  if (!g.has("weight_decay")) g.weight_decay(options_.weight_decay_);
+  if (!g.has("nesterov")) g.nesterov(options_.nesterov_);
+}
+
+void SGD::check_group(const ParamGroup& g, const std::string& where) const {
+  TG_CHECK(std::isfinite(g.lr()) && g.lr() >= 0, where, ": invalid learning rate ", g.lr());
+  TG_CHECK(std::isfinite(g.momentum()) && g.momentum() >= 0, where, ": invalid momentum ", g.momentum());
+  TG_CHECK(std::isfinite(g.dampening()), where, ": invalid dampening ", g.dampening());
+  TG_CHECK(std::isfinite(g.weight_decay()) && g.weight_decay() >= 0, where, ": invalid weight_decay ",
+           g.weight_decay());
+  TG_CHECK(!g.nesterov() || (g.momentum() > 0 && g.dampening() == 0), where,
+           ": nesterov needs momentum > 0 and zero dampening, got momentum ", g.momentum(), " and dampening ",
+           g.dampening());
+}
+
+namespace {
+
+math::SgdHyper hyper_of(const ParamGroup& g, bool first_step) {
+  return {g.lr(), g.momentum(), g.dampening(), g.weight_decay(), g.nesterov(), first_step};
+}
+
+bool same_hyper(const math::SgdHyper& a, const math::SgdHyper& b) {
+  return a.lr == b.lr && a.momentum == b.momentum && a.dampening == b.dampening && a.weight_decay == b.weight_decay &&
+         a.nesterov == b.nesterov && a.first_step == b.first_step;
+}
+
+}  // namespace
+
+// Parameters that share a device, a dtype and one set of hyperparameters (their group's, and
+// whether this is their buffer's first step) are one multi-tensor update; groups with equal
+// options share it, groups with different ones never do.
 void SGD::step() {
   NoGradGuard no_grad;
-  struct Group {
+  check_groups();
+  momentum_buffers_.resize(params_.size());
+  struct Bucket {
     Device device;
     DType dtype;
-    bool first_step;
+    math::SgdHyper hyper;
     std::vector<backend::SgdTensors> tensors;
   };
-  std::vector<Group> groups;
+  std::vector<Bucket> buckets;
   // Every parameter is checked, and its buffer made to follow it (Note [state follows the
   // parameter], optim/param_state.h), before any is updated, so a bad one leaves the model and
   // the buffers unchanged.
@@ -44,48 +84,51 @@ void SGD::step() {
     check_update_buffer(grads[i], p, "SGD", i, "gradient");
     followed[i] = follow_parameter(momentum_buffers_[i], p, "SGD", i, "momentum_buffer");
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    const Tensor& g = grads[i];
-    if (!g.defined()) continue;
-    momentum_buffers_[i] = std::move(followed[i]);
-    bool first = false;
-    if (options_.momentum_ != 0) {
-      if (!momentum_buffers_[i].defined()) {
-        momentum_buffers_[i] = empty_like(p);
-        first = true;
+  size_t i = 0;
+  for (const ParamGroup& group : groups_) {
+    for (size_t k = 0; k < group.params().size(); ++k, ++i) {
+      const Tensor& p = params_[i];
+      const Tensor& g = grads[i];
+      if (!g.defined()) continue;
+      momentum_buffers_[i] = std::move(followed[i]);
+      bool first = false;
+      if (group.momentum() != 0) {
+        if (!momentum_buffers_[i].defined()) {
+          momentum_buffers_[i] = empty_like(p);
+          first = true;
+        }
+        // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
+        check_update_buffer(momentum_buffers_[i], p, "SGD", i, "momentum_buffer");
       }
-      // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
-      check_update_buffer(momentum_buffers_[i], p, "SGD", i, "momentum_buffer");
+      const math::SgdHyper hyper = hyper_of(group, first);
+      auto bucket = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
+        return b.device == p.device() && b.dtype == p.dtype() && same_hyper(b.hyper, hyper);
+      });
+      if (bucket == buckets.end()) bucket = buckets.insert(buckets.end(), Bucket{p.device(), p.dtype(), hyper, {}});
+      bucket->tensors.push_back({p, g, momentum_buffers_[i]});
     }
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
-      return gr.device == p.device() && gr.dtype == p.dtype() && gr.first_step == first;
-    });
-    if (group == groups.end()) group = groups.insert(groups.end(), Group{p.device(), p.dtype(), first, {}});
-    group->tensors.push_back({p, g, momentum_buffers_[i]});
   }
-  for (const Group& group : groups) {
-    math::SgdHyper hyper{lr_, options_.momentum_, options_.dampening_, options_.weight_decay_, options_.nesterov_,
-                         group.first_step};
-    auto many = backend::kernels(group.device).sgd_step_many;
+  for (const Bucket& bucket : buckets) {
+    auto many = backend::kernels(bucket.device).sgd_step_many;
     if (options_.foreach_ && many != nullptr) {
-      many(group.tensors, hyper);
+      many(bucket.tensors, bucket.hyper);
     } else {
-      auto one = TG_KERNEL(group.device, sgd_step);
-      for (const backend::SgdTensors& t : group.tensors) one(t.param, t.grad, t.momentum_buffer, hyper);
+      auto one = TG_KERNEL(bucket.device, sgd_step);
+      for (const backend::SgdTensors& t : bucket.tensors) one(t.param, t.grad, t.momentum_buffer, bucket.hyper);
     }
-    for (const backend::SgdTensors& t : group.tensors) t.param.storage()->bump_version();
+    for (const backend::SgdTensors& t : bucket.tensors) t.param.storage()->bump_version();
   }
 }
 
-std::vector<std::pair<std::string, Tensor>> SGD::state_dict() const {
-  std::vector<std::pair<std::string, Tensor>> state;
+StateDict SGD::param_state_dict() const {
+  StateDict state;
   for (size_t i = 0; i < momentum_buffers_.size(); ++i)
-    if (momentum_buffers_[i].defined()) state.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
+    if (momentum_buffers_[i].defined())
+      state.emplace_back(std::to_string(i) + ".momentum_buffer", momentum_buffers_[i]);
   return state;
 }
 
-void SGD::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state) {
+void SGD::load_param_state(const StateDict& state, const std::vector<ParamGroup>& /*groups*/) {
   std::vector<Tensor> buffers(params_.size());
   for (const auto& [name, t] : state) {
     TG_CHECK(t.defined(), "SGD.load_state_dict: '", name, "' is undefined");
