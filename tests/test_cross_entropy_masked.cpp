@@ -18,16 +18,22 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = kFloat64) {
   return tensor<double>(v, shape, TensorOptions(dt));
 }
-Tensor i64(const std::vector<int64_t>& v, const Shape& shape) { return tensor<int64_t>(v, shape); }
+Tensor i64(const std::vector<int64_t>& v, const Shape& shape) {
+  return tensor<int64_t>(v, shape);
+}
 
 // log(sum exp) of the finite entries of [1, 2, -inf, 0.5], and the softmax.
-double masked_lse() { return std::log(std::exp(1.0) + std::exp(2.0) + std::exp(0.5)); }
+double masked_lse() {
+  return std::log(std::exp(1.0) + std::exp(2.0) + std::exp(0.5));
+}
 std::vector<double> masked_softmax() {
   const double l = masked_lse();
   return {std::exp(1.0 - l), std::exp(2.0 - l), 0.0, std::exp(0.5 - l)};
 }
 
-double tol(DType dt) { return dt == kFloat32 ? 2e-6 : 1e-12; }
+double tol(DType dt) {
+  return dt == kFloat32 ? 2e-6 : 1e-12;
+}
 
 class MaskedLogits : public ::testing::TestWithParam<DType> {};
 
@@ -168,8 +174,7 @@ TEST(ClassWeight, CrossEntropyAndNllMatchTheFormula) {
         const double expected = weighted_ce_reference(z, t, w, 3, e, r);
         EXPECT_NEAR(cross_entropy(make(z, {4, 3}, dt), i64(t, {4}), o).item(), expected, eps)
             << "e " << e << " reduction " << static_cast<int>(r);
-        if (e == 0.0)
-          EXPECT_NEAR(nll_loss(log_softmax(make(z, {4, 3}, dt), 1), i64(t, {4}), o).item(), expected, eps);
+        if (e == 0.0) EXPECT_NEAR(nll_loss(log_softmax(make(z, {4, 3}, dt), 1), i64(t, {4}), o).item(), expected, eps);
       }
     }
     CrossEntropyOptions none;
@@ -196,14 +201,13 @@ TEST(ClassWeight, Gradcheck) {
       o.reduction = r;
       o.label_smoothing = e;
       o.weight = make({0.5, 2.0, 1.5}, {3});
-      auto result = autograd::gradcheck(
-          [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], i64(t, {4}), o); },
-          {testing::leaf({4, 3}, 7, -2.0, 2.0)});
+      auto result =
+          autograd::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], i64(t, {4}), o); },
+                              {testing::leaf({4, 3}, 7, -2.0, 2.0)});
       EXPECT_TRUE(result.ok) << result.report;
       if (e == 0.0) {
-        auto nll = autograd::gradcheck(
-            [&](const std::vector<Tensor>& in) { return nll_loss(in[0], i64(t, {4}), o); },
-            {testing::leaf({4, 3}, 8, -2.0, 0.0)});
+        auto nll = autograd::gradcheck([&](const std::vector<Tensor>& in) { return nll_loss(in[0], i64(t, {4}), o); },
+                                       {testing::leaf({4, 3}, 8, -2.0, 0.0)});
         EXPECT_TRUE(nll.ok) << nll.report;
       }
     }

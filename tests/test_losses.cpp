@@ -41,7 +41,9 @@ std::vector<double> representable(std::vector<double> v, DType dt) {
 // References in double, straight from PyTorch's documentation.
 // ---------------------------------------------------------------------------------------------
 
-double l1_ref(double x, double y) { return std::fabs(x - y); }
+double l1_ref(double x, double y) {
+  return std::fabs(x - y);
+}
 double smooth_l1_ref(double x, double y, double beta) {
   const double z = std::fabs(x - y);
   if (beta == 0.0) return z;
@@ -51,7 +53,9 @@ double huber_ref(double x, double y, double delta) {
   const double z = std::fabs(x - y);
   return z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
 }
-double log_sigmoid_ref(double x) { return std::min(x, 0.0) - std::log1p(std::exp(-std::fabs(x))); }
+double log_sigmoid_ref(double x) {
+  return std::min(x, 0.0) - std::log1p(std::exp(-std::fabs(x)));
+}
 // PyTorch's binary_cross_entropy_with_logits element: w * ((1 - y) x - (1 + (pw - 1) y) log_sigmoid(x)).
 double bce_ref(double x, double y, double w = 1.0, double pw = 1.0) {
   return w * ((1 - y) * x - (1 + (pw - 1) * y) * log_sigmoid_ref(x));
@@ -201,8 +205,8 @@ TEST(BCEWithLogits, PosWeightAndWeightBroadcast) {
   const std::vector<double> w = {1.5, 0.25};
   BCEWithLogitsOptions o;
   o.reduction = Reduction::None;
-  o.pos_weight = make(pw, {3});   // one per class of [N, C]
-  o.weight = make(w, {2, 1});     // one per row
+  o.pos_weight = make(pw, {3});  // one per class of [N, C]
+  o.weight = make(w, {2, 1});    // one per row
   std::vector<double> got = values(binary_cross_entropy_with_logits(make(xs, {2, 3}), make(ys, {2, 3}), o));
   for (size_t n = 0; n < 2; ++n)
     for (size_t c = 0; c < 3; ++c)
@@ -229,8 +233,7 @@ TEST(ElementwiseLosses, GradcheckInputAndTarget) {
     for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
       Tensor x = testing::leaf({3, 4}, 11, -3.0, 3.0);
       Tensor y = testing::leaf({3, 4}, 12, 0.0, 1.0);
-      auto result =
-          autograd::gradcheck([&](const std::vector<Tensor>& in) { return c.loss(in[0], in[1], r); }, {x, y});
+      auto result = autograd::gradcheck([&](const std::vector<Tensor>& in) { return c.loss(in[0], in[1], r); }, {x, y});
       EXPECT_TRUE(result.ok) << c.name << " reduction " << static_cast<int>(r) << ": " << result.report;
     }
 }
@@ -294,11 +297,13 @@ TEST(LossErrors, ShapesDtypesAndParameters) {
   expect_error([&] { l1_loss(x, y3); }, {"l1_loss", "[2, 3]", "[3]", "same shape"});
   expect_error([&] { smooth_l1_loss(x, zeros({2, 1}, kFloat64)); }, {"smooth_l1_loss", "[2, 3]", "[2, 1]"});
   expect_error([&] { huber_loss(x, zeros({3, 2}, kFloat64)); }, {"huber_loss", "[2, 3]", "[3, 2]"});
-  expect_error([&] { binary_cross_entropy_with_logits(x, y3); },
-               {"binary_cross_entropy_with_logits", "[2, 3]", "[3]"});
+  expect_error([&] { binary_cross_entropy_with_logits(x, y3); }, {"binary_cross_entropy_with_logits", "[2, 3]", "[3]"});
   expect_error([&] { l1_loss(x, zeros({2, 3}, kInt64)); }, {"l1_loss", "target", "int64"});
-  expect_error([&] { binary_cross_entropy_with_logits(zeros({2, 3}, kInt64), y); },
-               {"binary_cross_entropy_with_logits", "int64"});
+  expect_error(
+      [&] {
+        binary_cross_entropy_with_logits(zeros({2, 3}, kInt64), y);
+      },
+      {"binary_cross_entropy_with_logits", "int64"});
   expect_error([&] { l1_loss(Tensor(), y); }, {"l1_loss", "input"});
   expect_error([&] { smooth_l1_loss(x, y, Reduction::Mean, -0.5); }, {"smooth_l1_loss", "beta", "-0.5"});
   expect_error([&] { huber_loss(x, y, Reduction::Mean, 0.0); }, {"huber_loss", "delta", "0"});

@@ -27,7 +27,8 @@ Tensor log1p_small(const Tensor& u) {
 
 }  // namespace
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsOptions& options) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BCEWithLogitsOptions& options) {
   const char* op = "binary_cross_entropy_with_logits";
   check_elementwise_loss(op, input, target);
   if (options.weight.defined()) check_loss_weight(op, "weight", options.weight, input);

@@ -30,14 +30,15 @@ void check_loss_weight(const char* op, const char* name, const Tensor& weight, c
     const int64_t wd = w[w.size() - 1 - i], xd = x[x.size() - 1 - i];
     fits = wd == 1 || wd == xd;
   }
-  TG_CHECK(fits, op, ": ", name, " of shape ", shape_str(w), " does not broadcast to the input's shape ",
-           shape_str(x));
+  TG_CHECK(fits, op, ": ", name, " of shape ", shape_str(w), " does not broadcast to the input's shape ", shape_str(x));
 }
 
 Tensor reduce_elementwise_loss(const char* op, const Tensor& losses, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return losses;
-    case Reduction::Sum: return sum(losses);
+    case Reduction::None:
+      return losses;
+    case Reduction::Sum:
+      return sum(losses);
     case Reduction::Mean:
       // PyTorch returns NaN; a silent NaN in a training loop is worse than an error at its source.
       TG_CHECK(losses.numel() > 0, op, ": empty input (shape ", shape_str(losses.sizes()),

@@ -15,8 +15,12 @@ using namespace ops;
 namespace {
 
 // Bool tensors combined through where (there is no logical-op kernel): a && b, a || b.
-Tensor both(const Tensor& a, const Tensor& b) { return where(a, b, a); }
-Tensor either(const Tensor& a, const Tensor& b) { return where(a, a, b); }
+Tensor both(const Tensor& a, const Tensor& b) {
+  return where(a, b, a);
+}
+Tensor either(const Tensor& a, const Tensor& b) {
+  return where(a, a, b);
+}
 
 // The dtype the comparison computes in: integers and bool in float64 (exact for |v| < 2^53),
 // 16-bit floats in float32 (exact; the CPU cannot compute in them).

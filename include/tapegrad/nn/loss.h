@@ -19,7 +19,9 @@ class CrossEntropyLoss {
 class NLLLoss {
  public:
   explicit NLLLoss(CrossEntropyOptions options = {}) : options_(options) {}
-  Tensor operator()(const Tensor& log_probs, const Tensor& target) const { return nll_loss(log_probs, target, options_); }
+  Tensor operator()(const Tensor& log_probs, const Tensor& target) const {
+    return nll_loss(log_probs, target, options_);
+  }
 
  private:
   CrossEntropyOptions options_;
@@ -45,7 +47,8 @@ class L1Loss {
 
 class SmoothL1Loss {
  public:
-  explicit SmoothL1Loss(Reduction reduction = Reduction::Mean, double beta = 1.0) : reduction_(reduction), beta_(beta) {}
+  explicit SmoothL1Loss(Reduction reduction = Reduction::Mean, double beta = 1.0)
+      : reduction_(reduction), beta_(beta) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return smooth_l1_loss(input, target, reduction_, beta_);
   }
@@ -57,7 +60,8 @@ class SmoothL1Loss {
 
 class HuberLoss {
  public:
-  explicit HuberLoss(Reduction reduction = Reduction::Mean, double delta = 1.0) : reduction_(reduction), delta_(delta) {}
+  explicit HuberLoss(Reduction reduction = Reduction::Mean, double delta = 1.0)
+      : reduction_(reduction), delta_(delta) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return huber_loss(input, target, reduction_, delta_);
   }

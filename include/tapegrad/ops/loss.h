@@ -41,8 +41,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
                       double beta = 1.0);
 // d = |input - target|: 0.5 d^2 where d < delta, else delta (d - 0.5 delta). delta <= 0 throws.
-Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
-                  double delta = 1.0);
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
 
 struct BCEWithLogitsOptions {
   Reduction reduction = Reduction::Mean;
