@@ -23,6 +23,7 @@
 #include "tapegrad/nn/loss.h"
 #include "tapegrad/nn/lstm.h"
 #include "tapegrad/nn/module.h"
+#include "tapegrad/ops/compare.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/indexing.h"

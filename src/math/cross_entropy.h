@@ -9,9 +9,15 @@
 
 namespace tapegrad::math {
 
+// Note [masked logits]: a -inf logit (a masked class) makes logit_sum -inf. Without smoothing the
+// smoothing term is absent, not 0 * -inf = NaN: PyTorch only computes it when label_smoothing > 0,
+// so its loss stays finite. With smoothing the loss is +inf, as PyTorch's
+// (1 - e) * nll + e / C * sum_c(-log_softmax(z)_c) gives. The gradient is finite either way (a
+// masked class has probability 0).
 template <class T>
 TG_HD T cross_entropy_loss(T logsumexp, T target_logit, T logit_sum, int64_t classes, T smoothing) {
-  return logsumexp - (T(1) - smoothing) * target_logit - smoothing / T(classes) * logit_sum;
+  const T smooth = smoothing == T(0) ? T(0) : smoothing / T(classes) * logit_sum;
+  return logsumexp - (T(1) - smoothing) * target_logit - smooth;
 }
 
 // `p` is softmax(z)_c = exp(z_c - logsumexp), for a caller with its own exp (the CPU's vectorised one).

@@ -1,5 +1,6 @@
 // cross_entropy (fused log-softmax + NLL, one kernel forward and one backward), nll_loss and
 // mse_loss. The per-row losses are one tape node; the reduction is an ordinary sum/div on top.
+// With a per-class weight, cross_entropy is composed from log_softmax and the weighted NLL instead.
 #include <cmath>
 
 #include "ops/op_helpers.h"
@@ -54,16 +55,67 @@ LossInputs check_loss_inputs(const char* op, const Tensor& input, const Tensor& 
   return r;
 }
 
-Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, int64_t counted, bool unbatched) {
+// With a class weight, the mean divides by `total_weight` (the sum of weight[target] over the
+// rows not ignored) instead of `counted`.
+Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, int64_t counted, bool unbatched,
+                   const Tensor& total_weight = Tensor()) {
   // PyTorch returns NaN here; a silent NaN in a training loop is worse than an error at its source.
   TG_CHECK(reduction != Reduction::Mean || losses.numel() > 0, op,
            ": empty batch (0 examples): the mean loss over no examples is undefined");
   switch (reduction) {
     case Reduction::None: return unbatched ? losses.reshape({}) : losses;
     case Reduction::Sum: return sum(losses);
-    case Reduction::Mean: return div(sum(losses), static_cast<double>(counted));  // 0/0 = nan, like PyTorch
+    case Reduction::Mean:  // 0/0 = nan, like PyTorch
+      return total_weight.defined() ? div(sum(losses), total_weight) : div(sum(losses), static_cast<double>(counted));
   }
   return losses;
+}
+
+// The per-class weight checked and cast to the input's dtype, without autograd (PyTorch has no
+// gradient for it either).
+Tensor class_weight(const char* op, const Tensor& weight, const Tensor& input) {
+  check_same_device(op, input, weight);
+  TG_CHECK(weight.is_floating_point(), op, ": weight must be floating point, got ", weight.dtype());
+  TG_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op, ": weight of shape ", shape_str(weight.sizes()),
+           " must be [", input.size(1), "], one value per class of the input ", shape_str(input.sizes()));
+  return cast(weight.detach(), input.dtype());
+}
+
+// -log_probs[n, target[n]] * weight[target[n]] (weight may be undefined: 1), 0 for ignored rows, and
+// the weights each row counts with (for the mean's denominator; undefined without a weight).
+struct PickedLosses {
+  Tensor losses, row_weight;
+};
+
+PickedLosses pick_losses(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& weight) {
+  // An ignored row's target may be any value: it reads class 0, and `where` drops what it read.
+  Tensor kept = ne(target, static_cast<double>(ignore_index));
+  Tensor safe_target = where(kept, target, 0.0);
+  Tensor picked = gather(log_probs, 1, safe_target.unsqueeze(1)).squeeze(1);
+  PickedLosses r;
+  if (weight.defined()) {
+    r.row_weight = where(kept, index_select(weight, 0, safe_target), 0.0);
+    picked = mul(picked, r.row_weight);
+  }
+  r.losses = where(kept, neg(picked), 0.0);
+  return r;
+}
+
+// cross_entropy with a class weight, as PyTorch composes it: log_softmax, the weighted NLL and,
+// with smoothing, (1 - e) * nll + e / C * smooth where smooth = -sum_c weight_c * log_softmax_c.
+Tensor weighted_cross_entropy(const LossInputs& in, const CrossEntropyOptions& options, int64_t counted) {
+  const char* op = "cross_entropy";
+  Tensor weight = class_weight(op, options.weight, in.input);
+  Tensor log_probs = log_softmax(in.input, 1);
+  PickedLosses nll = pick_losses(log_probs, in.target, options.ignore_index, weight);
+  Tensor total_weight = sum(nll.row_weight);
+  Tensor result = reduce_loss(op, nll.losses, options.reduction, counted, in.unbatched, total_weight);
+  const double e = options.label_smoothing;
+  if (e == 0.0) return result;
+  Tensor kept = ne(in.target, static_cast<double>(options.ignore_index));
+  Tensor smooth = where(kept, neg(sum(mul(log_probs, weight.unsqueeze(0)), Shape{1})), 0.0);
+  Tensor smooth_result = reduce_loss(op, smooth, options.reduction, counted, in.unbatched, total_weight);
+  return add(mul(result, 1.0 - e), mul(smooth_result, e / static_cast<double>(in.input.size(1))));
 }
 
 }  // namespace
@@ -75,6 +127,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
   TG_CHECK(classes > 0, "cross_entropy: input has no classes (shape ", shape_str(logits.sizes()), ")");
   int64_t counted = check_targets("cross_entropy", in.target, classes, options.ignore_index);
+  if (options.weight.defined()) return weighted_cross_entropy(in, options, counted);
   Tensor z = in.input.detach().contiguous();
   Tensor losses = empty_tensor({rows}, z.dtype(), z.device());
   Tensor lse = empty_tensor({rows}, z.dtype(), z.device());
@@ -115,11 +168,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
   LossInputs in = check_loss_inputs("nll_loss", log_probs, target);
   TG_CHECK(options.label_smoothing == 0.0, "nll_loss: label_smoothing is a cross_entropy option");
   int64_t counted = check_targets("nll_loss", in.target, in.input.size(1), options.ignore_index);
-  Tensor ignored = eq(in.target, static_cast<double>(options.ignore_index));
-  Tensor safe_target = where(ignored, zeros_like(in.target), in.target);
-  Tensor picked = gather(in.input, 1, safe_target.unsqueeze(1)).squeeze(1);
-  Tensor losses = where(ignored, zeros_like(picked), neg(picked));
-  return reduce_loss("nll_loss", losses, options.reduction, counted, in.unbatched);
+  Tensor weight = options.weight.defined() ? class_weight("nll_loss", options.weight, in.input) : Tensor();
+  PickedLosses picked = pick_losses(in.input, in.target, options.ignore_index, weight);
+  Tensor total_weight = weight.defined() ? sum(picked.row_weight) : Tensor();
+  return reduce_loss("nll_loss", picked.losses, options.reduction, counted, in.unbatched, total_weight);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
