@@ -347,5 +347,29 @@ TEST(Activations, GradcheckThroughTheModules) {
   EXPECT_TRUE(result.ok) << result.report;
 }
 
+// The container and apply() snippets of docs/modules.md, so they keep compiling and mean what the
+// doc says.
+TEST(DocsSnippets, ContainersAndApply) {
+  nn::Sequential mlp(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 10));  // values and/or shared_ptrs
+  auto blocks = std::make_shared<nn::ModuleList>(nn::Linear(8, 8), nn::Tanh());
+  blocks->insert(1, std::make_shared<nn::GELU>());  // renames the rest: 0 Linear, 1 GELU, 2 Tanh
+  nn::ModuleDict heads({{"cls", std::make_shared<nn::Linear>(8, 3)}});
+  heads.insert("cls", nn::Linear(8, 5));          // an existing key is replaced in place
+  nn::Linear& cls = heads.at<nn::Linear>("cls");  // typed access; a wrong type or key throws
+  EXPECT_EQ(mlp.size(), 3u);
+  EXPECT_EQ((*blocks)[2]->name(), "Tanh");
+  EXPECT_EQ(cls.weight.sizes(), (Shape{5, 8}));
+
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(2, 3), nn::ReLU(), nn::Linear(3, 1));
+  model->apply([](nn::Module& m) {
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
+      tapegrad::NoGradGuard no_grad;
+      linear->bias.zero_();
+    }
+  });
+  for (const auto& [name, t] : model->named_parameters())
+    if (name.find("bias") != std::string::npos) expect_close(t, std::vector<double>(t.numel(), 0.0), 0);
+}
+
 }  // namespace
 }  // namespace tapegrad
