@@ -80,14 +80,62 @@ TEST(Module, StateDictRoundTripAndStrictErrors) {
 
   StateDict missing = a->state_dict();
   missing.pop_back();
-  expect_error([&] { b->load_state_dict(missing); }, {"missing key", "2.bias"});
+  expect_error([&] { b->load_state_dict(missing); }, {"Missing key(s)", "2.bias"});
   StateDict extra = a->state_dict();
   extra.emplace_back("3.weight", zeros({1}));
-  expect_error([&] { b->load_state_dict(extra); }, {"unexpected key", "3.weight"});
+  expect_error([&] { b->load_state_dict(extra); }, {"Unexpected key(s)", "3.weight"});
   b->load_state_dict(extra, false);  // non-strict ignores it
   StateDict wrong = a->state_dict();
   wrong[0].second = zeros({9, 9});
   expect_error([&] { b->load_state_dict(wrong); }, {"0.weight", "[9, 9]", "[4, 3]"});
+}
+
+// Regression: load_state_dict used to stop at the first problem. Like PyTorch it must list every
+// missing key, every unexpected key and every shape mismatch in one error.
+TEST(Module, LoadStateDictReportsEveryProblemAtOnce) {
+  manual_seed(5);
+  auto a = mlp(3, 4, 2);
+  auto b = mlp(3, 4, 2);
+  StateDict bad = a->state_dict();  // 0.weight, 0.bias, 2.weight, 2.bias
+  bad[0].second = zeros({9, 9});    // shape mismatch
+  bad[2].second = zeros({2});       // shape mismatch
+  bad.pop_back();                   // missing 2.bias
+  bad.erase(bad.begin() + 1);       // missing 0.bias
+  bad.emplace_back("3.weight", zeros({1}));  // unexpected
+  bad.emplace_back("extra", zeros({1}));     // unexpected
+  std::vector<double> before = testing::values(b->parameters()[0]);
+  try {
+    b->load_state_dict(bad);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* part : {"Error(s) in loading state_dict for Sequential",
+                             "Missing key(s) in state_dict: \"0.bias\", \"2.bias\".",
+                             "Unexpected key(s) in state_dict: \"3.weight\", \"extra\".",
+                             "size mismatch for 0.weight: copying a param with shape [9, 9] from checkpoint, the shape in "
+                             "current model is [4, 3].",
+                             "size mismatch for 2.weight: copying a param with shape [2] from checkpoint, the shape in "
+                             "current model is [2, 4]."})
+      EXPECT_NE(m.find(part), std::string::npos) << "'" << m << "' lacks '" << part << "'";
+    // PyTorch's order: missing, then unexpected, then the mismatches.
+    EXPECT_LT(m.find("Missing"), m.find("Unexpected"));
+    EXPECT_LT(m.find("Unexpected"), m.find("size mismatch"));
+  }
+  // Nothing was copied, not even the entries that matched.
+  expect_close(b->parameters()[0], before, 0);
+
+  // Non-strict: keys are skipped and reported, shape mismatches still throw.
+  StateDict partial = a->state_dict();
+  partial.pop_back();
+  partial.emplace_back("extra", zeros({1}));
+  nn::LoadStateDictResult r = b->load_state_dict(partial, false);
+  EXPECT_EQ(r.missing_keys, (std::vector<std::string>{"2.bias"}));
+  EXPECT_EQ(r.unexpected_keys, (std::vector<std::string>{"extra"}));
+  expect_close(b->parameters()[0], a->parameters()[0], 0);
+  expect_error([&] { b->load_state_dict(bad, false); }, {"size mismatch for 0.weight", "size mismatch for 2.weight"});
+  StateDict twice = a->state_dict();
+  twice.push_back(twice[0]);
+  expect_error([&] { b->load_state_dict(twice); }, {"Duplicate key(s)", "\"0.weight\""});
 }
 
 TEST(Dropout, TrainAndEval) {

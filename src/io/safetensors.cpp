@@ -408,7 +408,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   sync_parent_dir(path);
 }
 
-StateDict load_safetensors(const std::string& path, Device device) {
+SafetensorsDict load_safetensors(const std::string& path, Device device) {
   Reader r(path, "load_safetensors");
   Header h = read_header(r);
   StateDict out;
@@ -424,7 +424,32 @@ StateDict load_safetensors(const std::string& path, Device device) {
     }
     out.emplace_back(e.name, device.is_cpu() ? t : t.to(device));
   }
-  return out;
+  return SafetensorsDict(std::move(out), path);
+}
+
+const Tensor* SafetensorsDict::find(const std::string& name) const {
+  for (const auto& entry : *this)
+    if (entry.first == name) return &entry.second;
+  return nullptr;
+}
+
+Tensor* SafetensorsDict::find(const std::string& name) {
+  return const_cast<Tensor*>(static_cast<const SafetensorsDict&>(*this).find(name));
+}
+
+const Tensor& SafetensorsDict::at(const std::string& name) const {
+  if (const Tensor* t = find(name)) return *t;
+  // Name a few of the keys that are there: enough to spot a prefix mismatch ("model." vs none).
+  constexpr size_t kShown = 8;
+  std::string shown;
+  for (size_t i = 0; i < size() && i < kShown; ++i) shown += (i ? ", '" : "'") + (*this)[i].first + "'";
+  if (size() > kShown) shown += ", ...";
+  detail::throw_error(detail::str_cat("load_safetensors: no tensor named '", name, "' in '", path_, "' (it holds ",
+                                      size(), size() == 1 ? " tensor" : " tensors", size() ? ": " : "", shown, ")"));
+}
+
+Tensor& SafetensorsDict::at(const std::string& name) {
+  return const_cast<Tensor&>(static_cast<const SafetensorsDict&>(*this).at(name));
 }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {

@@ -5,7 +5,9 @@
 
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
+#include "nn/format.h"
 #include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/linalg.h"
 
@@ -40,36 +42,44 @@ Dropout::Dropout(double p, Generator* generator) : p_(p), generator_(generator) 
   TG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& input) {
-  if (!is_training() || p_ == 0) return input;
-  if (p_ == 1) return mul(input, 0.0);
-  Tensor keep = ge(rand(input.sizes(), TensorOptions(input.dtype()).device(input.device()), generator_), p_);
-  return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p_)));
-}
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p_, is_training(), generator_); }
 
-std::string Dropout::extra_repr() const { return "p=" + std::to_string(p_); }
+std::string Dropout::extra_repr() const { return "p=" + format_double(p_); }
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
   for (const auto& m : modules) push_back(m);
 }
 
 void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
-  register_module(std::to_string(modules_.size()), module);
-  modules_.push_back(std::move(module));
+  register_module(std::to_string(size()), std::move(module));
 }
+
+namespace {
+// The children are the list (so replace_module() on a Sequential takes effect); only
+// replace_module can put a module there that is not a UnaryModule.
+UnaryModule& unary_child(const Sequential& seq, size_t index) {
+  const auto& [child_name, child] = seq.named_children()[index];
+  auto* unary = dynamic_cast<UnaryModule*>(child.get());
+  TG_CHECK(unary != nullptr, "Sequential: module '", child_name, "' (", child->name(),
+           ") does not map a tensor to a tensor (not a UnaryModule)");
+  return *unary;
+}
+}  // namespace
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (size_t i = 0; i < modules_.size(); ++i) {
-    autograd::ModuleScope scope(std::to_string(i) + ":" + modules_[i]->name());
-    x = modules_[i]->forward(x);
+  for (size_t i = 0; i < size(); ++i) {
+    UnaryModule& module = unary_child(*this, i);
+    autograd::ModuleScope scope(named_children()[i].first + ":" + module.name());
+    x = module.forward(x);
   }
   return x;
 }
 
 std::shared_ptr<UnaryModule> Sequential::operator[](size_t index) const {
-  TG_CHECK(index < modules_.size(), "Sequential: index ", index, " is out of range for ", modules_.size(), " modules");
-  return modules_[index];
+  TG_CHECK(index < size(), "Sequential: index ", index, " is out of range for ", size(), " modules");
+  unary_child(*this, index);
+  return std::static_pointer_cast<UnaryModule>(named_children()[index].second);
 }
 
 }  // namespace tapegrad::nn

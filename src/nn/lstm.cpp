@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/join.h"
 #include "tapegrad/ops/rnn.h"
@@ -76,10 +77,7 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
       c_n.push_back(r.c_n);
     }
     layer_input = directions == 1 ? outputs[0] : cat(outputs, 2);
-    if (layer + 1 < layers && is_training() && options_.dropout_ > 0) {
-      Tensor keep = ge(rand(layer_input.sizes(), like, generator_), options_.dropout_);
-      layer_input = mul(layer_input, mul(keep.to(x.dtype()), 1.0 / (1.0 - options_.dropout_)));
-    }
+    if (layer + 1 < layers) layer_input = dropout(layer_input, options_.dropout_, is_training(), generator_);
   }
   LSTMOutput out;
   out.output = options_.batch_first_ ? layer_input.transpose(0, 1) : layer_input;

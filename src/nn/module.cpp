@@ -1,11 +1,19 @@
 // Module bookkeeping: registration, traversal with dotted names, conversion, state dicts.
 #include "tapegrad/nn/module.h"
 
+#include <map>
+#include <ostream>
 #include <set>
+#include <typeinfo>
 
+#include "nn/type_name.h"
 #include "tapegrad/autograd/grad_mode.h"
 
 namespace tapegrad::nn {
+
+std::string Module::name() const {
+  return unqualified_type_name(typeid(*this));
+}
 
 void Module::check_new_name(const std::string& name) const {
   TG_CHECK(!name.empty() && name.find('.') == std::string::npos, this->name(), ": invalid name '", name,
@@ -41,6 +49,27 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  TG_CHECK(module != nullptr, this->name(), ".replace_module: module '", name, "' is null");
+  for (auto& entry : children_)
+    if (entry.first == name) {
+      entry.second = std::move(module);
+      return;
+    }
+  ::tapegrad::detail::throw_error(
+      ::tapegrad::detail::str_cat(this->name(), ".replace_module: there is no child module named '", name, "'"));
+}
+
+void Module::unregister_module(const std::string& name) {
+  for (auto it = children_.begin(); it != children_.end(); ++it)
+    if (it->first == name) {
+      children_.erase(it);
+      return;
+    }
+  ::tapegrad::detail::throw_error(
+      ::tapegrad::detail::str_cat(this->name(), ".unregister_module: there is no child module named '", name, "'"));
+}
+
 void Module::collect(const std::string& prefix, bool recurse, bool buffers, StateDict& out) const {
   for (const auto& [name, t] : buffers ? buffers_ : parameters_)
     if (t.defined()) out.emplace_back(prefix + name, t);
@@ -68,6 +97,57 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   for (auto& [name, t] : named_parameters(recurse))
     if (seen.insert(t.impl()).second) out.push_back(t);
   return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::shared_ptr<Module> Module::self_ptr() const {
+  // The tree walks are const but hand out mutable modules, as named_children() always has.
+  auto* self = const_cast<Module*>(this);
+  if (std::shared_ptr<Module> owned = self->weak_from_this().lock()) return owned;
+  return std::shared_ptr<Module>(std::shared_ptr<Module>(), self);  // aliasing, owns nothing
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  std::set<const Module*> seen;
+  for (const auto& [name, child] : children_)
+    if (seen.insert(child.get()).second) out.push_back(child);
+  return out;
+}
+
+NamedModules Module::named_modules(const std::string& prefix) const {
+  // Iterative pre-order walk (a deep tree must not exhaust the stack); the memo spans the whole
+  // walk, so a module reached by two paths is listed once, under the first path, like PyTorch.
+  NamedModules out;
+  std::set<const Module*> seen;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> stack{{prefix, self_ptr()}};
+  while (!stack.empty()) {
+    auto [path, module] = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(module.get()).second) continue;
+    const NamedModules& kids = module->children_;
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it)
+      stack.emplace_back(path.empty() ? it->first : path + "." + it->first, it->second);
+    out.emplace_back(std::move(path), std::move(module));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& entry : named_modules()) out.push_back(std::move(entry.second));
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const std::shared_ptr<Module>& child : children()) child->apply(fn);
+  fn(*this);
+  return *this;
 }
 
 Module& Module::to(Device device) {
@@ -111,49 +191,114 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
-  StateDict own = named_parameters();
-  for (auto& entry : named_buffers()) own.push_back(entry);
-  std::set<std::string> seen;
-  NoGradGuard no_grad;
-  for (const auto& [name, value] : state) {
-    TG_CHECK(seen.insert(name).second, "load_state_dict: key '", name, "' appears twice");
-    const Tensor* target = nullptr;
-    for (auto& [own_name, t] : own)
-      if (own_name == name) target = &t;
-    if (target == nullptr) {
-      TG_CHECK(!strict, "load_state_dict: unexpected key '", name, "' in the state dict of ", this->name());
-      continue;
-    }
-    TG_CHECK(value.sizes() == target->sizes(), "load_state_dict: '", name, "' has shape ", shape_str(value.sizes()),
-             " in the state dict but ", shape_str(target->sizes()), " in the model");
-    Tensor dst = *target;
-    dst.copy_(value);
-  }
-  if (strict) {
-    for (auto& [own_name, t] : own)
-      TG_CHECK(seen.count(own_name), "load_state_dict: missing key '", own_name, "' for ", this->name());
-  }
+namespace {
+
+std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "\"" : ", \"") + k + "\"";
+  return out;
 }
 
-void Module::str_into(std::string& out, int indent) const {
-  out += name() + "(" + extra_repr();
-  if (!children_.empty()) {
-    out += "\n";
-    for (const auto& [child_name, child] : children_) {
-      out += std::string(static_cast<size_t>(indent + 2), ' ') + "(" + child_name + "): ";
-      child->str_into(out, indent + 2);
-      out += "\n";
-    }
-    out += std::string(static_cast<size_t>(indent), ' ');
+// Splits on '\n' (an empty string gives no lines).
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  if (text.empty()) return lines;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(text.substr(start, nl - start));
+  lines.push_back(text.substr(start));
+  return lines;
+}
+
+// PyTorch's _addindent: every line but the first is indented by `spaces`.
+std::string add_indent(const std::string& text, size_t spaces) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += std::string(spaces, ' ');
   }
-  out += ")";
+  return out;
+}
+
+}  // namespace
+
+LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict) {
+  // Note [all errors at once]: like PyTorch, every problem is gathered before anything is
+  // reported, so one failed load shows the whole mismatch between checkpoint and model. Unlike
+  // PyTorch, nothing is copied when there is an error, so a failed load leaves the model as it was.
+  StateDict own = named_parameters();
+  for (auto& entry : named_buffers()) own.push_back(entry);
+  std::map<std::string, const Tensor*> targets;
+  for (const auto& [own_name, t] : own) targets.emplace(own_name, &t);
+
+  LoadStateDictResult result;
+  std::vector<std::string> duplicates, shape_errors;
+  std::set<std::string> seen;
+  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  for (const auto& [key, value] : state) {
+    if (!seen.insert(key).second) {
+      duplicates.push_back(key);
+      continue;
+    }
+    auto it = targets.find(key);
+    if (it == targets.end()) {
+      result.unexpected_keys.push_back(key);
+      continue;
+    }
+    const Tensor& target = *it->second;
+    if (!value.defined() || value.sizes() != target.sizes()) {
+      shape_errors.push_back("size mismatch for " + key + ": copying a param with shape " +
+                             (value.defined() ? shape_str(value.sizes()) : std::string("undefined")) +
+                             " from checkpoint, the shape in current model is " + shape_str(target.sizes()) + ".");
+      continue;
+    }
+    copies.emplace_back(target, &value);
+  }
+  for (const auto& [own_name, t] : own)
+    if (!seen.count(own_name)) result.missing_keys.push_back(own_name);
+
+  std::vector<std::string> errors;
+  if (strict && !result.missing_keys.empty())
+    errors.push_back("Missing key(s) in state_dict: " + quoted_list(result.missing_keys) + ".");
+  if (strict && !result.unexpected_keys.empty())
+    errors.push_back("Unexpected key(s) in state_dict: " + quoted_list(result.unexpected_keys) + ".");
+  if (!duplicates.empty()) errors.push_back("Duplicate key(s) in state_dict: " + quoted_list(duplicates) + ".");
+  errors.insert(errors.end(), shape_errors.begin(), shape_errors.end());
+  if (!errors.empty()) {
+    std::string message = "load_state_dict: Error(s) in loading state_dict for " + name() + ":";
+    for (const std::string& e : errors) message += "\n\t" + e;
+    ::tapegrad::detail::throw_error(message);
+  }
+
+  NoGradGuard no_grad;
+  for (auto& [target, value] : copies) target.copy_(*value);
+  return result;
+}
+
+std::vector<std::string> Module::child_lines() const {
+  std::vector<std::string> lines;
+  for (const auto& [child_name, child] : children_) lines.push_back("(" + child_name + "): " + child->str());
+  return lines;
 }
 
 std::string Module::str() const {
-  std::string out;
-  str_into(out, 0);
-  return out;
+  // PyTorch's Module.__repr__: one extra_repr line stays inline; otherwise every extra_repr line
+  // and every child goes on its own line, indented by two spaces per level.
+  std::vector<std::string> extra = split_lines(extra_repr());
+  std::vector<std::string> kids = child_lines();
+  std::string out = name() + "(";
+  if (extra.size() == 1 && kids.empty()) {
+    out += extra[0];
+  } else if (!extra.empty() || !kids.empty()) {
+    for (const std::string& line : extra) out += "\n  " + line;
+    for (const std::string& line : kids) out += "\n  " + add_indent(line, 2);
+    out += "\n";
+  }
+  return out + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  return os << module.str();
 }
 
 }  // namespace tapegrad::nn

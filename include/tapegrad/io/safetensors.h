@@ -29,14 +29,39 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// The tensors of one safetensors file, in file order. It is a StateDict (code that iterates the
+// pairs or passes it to Module::load_state_dict is unchanged) that also looks tensors up by name:
+//   SafetensorsDict file = load_safetensors("model.safetensors");
+//   Tensor w = file.at("fc1.weight");              // throws naming the key and the file
+//   if (const Tensor* b = file.find("fc1.bias")) ...  // nullptr when absent
+// Lookups scan the list (no index to go stale when the vector is edited).
+class SafetensorsDict : public StateDict {
+ public:
+  SafetensorsDict() = default;
+  SafetensorsDict(StateDict tensors, std::string path) : StateDict(std::move(tensors)), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }  // the file it was read from
+
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  const Tensor* find(const std::string& name) const;
+  Tensor* find(const std::string& name);
+  // Throws tapegrad::Error naming `name` and the file (and a few of the names it holds) when absent.
+  const Tensor& at(const std::string& name) const;
+  Tensor& at(const std::string& name);
+  using StateDict::at;  // at(position) still reaches the pair
+
+ private:
+  std::string path_;
+};
+
 // Reads every tensor of a safetensors file into new tensors on `device`, returned in the order of
 // their data offsets in the file (the order they were saved in; empty tensors sharing an offset
-// keep the order of the header). The file is validated before anything large is allocated.
+// keep the order of the header), with lookup by name (SafetensorsDict above). The file is
+// validated before anything large is allocated.
 // Throws tapegrad::Error, naming the file, when it cannot be read, is truncated, its header is not
 // valid JSON or not an object, has duplicate names, an entry lacks or mistypes dtype/shape/
 // data_offsets, a dtype is unknown, a shape entry is negative or not an integer, an entry's byte
 // size disagrees with its shape, or the entries overlap, leave holes or run past the data section.
-StateDict load_safetensors(const std::string& path, Device device = kCPU);
+SafetensorsDict load_safetensors(const std::string& path, Device device = kCPU);
 
 // The "__metadata__" map of a safetensors file (empty when it has none). Reads and validates only
 // the header; throws like load_safetensors.
