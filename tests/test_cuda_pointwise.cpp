@@ -120,10 +120,18 @@ const Layout& layout(const std::string& name) {
 // layouts that take different kernel paths (vectorised, strided 2-D, strided 1-D) and stay out of
 // the others, where they would add time, not coverage.
 const std::vector<Shape> kSmallShapes = {{1, 1}, {1, 3}, {3, 341}};
-const std::vector<Shape> kAllShapes = {{1, 1}, {1, 3}, {3, 341}, {1, (1 << 20) + 7}, {1031, 1021}};
+// The large shapes span many blocks (and, on a GPU, load it); the emulator keeps them multi-block.
+const std::vector<Shape>& all_shapes() {
+  static const std::vector<Shape> shapes = {{1, 1},
+                                            {1, 3},
+                                            {3, 341},
+                                            {1, testing::gpu_size((1 << 20) + 7, (1 << 16) + 7)},
+                                            {testing::gpu_size(1031, 131), 1021}};
+  return shapes;
+}
 const std::vector<Shape>& shapes_for(const std::string& layout_name) {
   bool big = layout_name == "contiguous" || layout_name == "transposed" || layout_name == "misaligned";
-  return big ? kAllShapes : kSmallShapes;
+  return big ? all_shapes() : kSmallShapes;
 }
 
 // One operand on both devices: the CPU view and the same view of the CUDA copy of its storage.
@@ -373,7 +381,7 @@ TEST(CudaUnary, HalfTypesComputeInFloat) {
   SKIP_WITHOUT_GPU();
   for (const UnaryCase& c : unary_cases()) {
     for (const char* name : {"contiguous", "transposed", "misaligned"}) {
-      for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{1031, 1021}}) {
+      for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{testing::gpu_size(1031, 131), 1021}}) {
         for (DType dt : {kFloat16, kBFloat16}) {
           check_op([&](const std::vector<Tensor>& in) { return c.fn(in[0]); },
                    {operand(layout(name), shape, dt, 22, c.lo, c.hi)}, math_tol(dt), label(c.name, layout(name), shape));

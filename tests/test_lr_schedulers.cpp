@@ -229,7 +229,11 @@ TEST(OneCycleLR, ThreePhaseLinearWithAdamBeta1MatchesTheFormula) {
 TEST(OneCycleLR, BadSettingsAreErrors) {
   Tensor p = zeros({2}).requires_grad_();
   optim::SGD plain({p}, optim::SGDOptions(0.1));  // momentum 0
-  expect_error([&] { optim::OneCycleLR(plain, 1.0, 10); }, {"OneCycleLR", "momentum 0", "cycle_momentum(false)"});
+  {
+    optim::SGD switched({p}, optim::SGDOptions(0.1));
+    optim::OneCycleLR cycle(switched, 1.0, 10);  // as PyTorch: cycling momentum switches it on
+    EXPECT_EQ(switched.param_groups()[0].momentum(), 0.95);
+  }
   optim::OneCycleLR no_cycle(plain, 1.0, 10, optim::OneCycleLROptions().cycle_momentum(false));
   EXPECT_EQ(plain.param_groups()[0].momentum(), 0.0);
   EXPECT_NEAR(plain.lr(), 1.0 / 25, 1e-16);

@@ -42,10 +42,8 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
     for (size_t g = 0; g < groups.size(); ++g) {
       TG_CHECK(groups[g].has("beta1") || groups[g].has("momentum"), "OneCycleLR: ", optimizer.name(),
                " has neither momentum nor betas, so cycle_momentum must be false");
-      // PyTorch would set momentum on a momentum-free SGD and so silently switch momentum on.
-      TG_CHECK(use_beta1_ || groups[g].momentum() != 0, "OneCycleLR: parameter group ", g,
-               " of SGD has momentum 0, so there is no momentum to cycle; give SGD a momentum (0.9, say) or set ",
-               "cycle_momentum(false)");
+      // As in PyTorch, an SGD group with momentum 0 gets max_momentum at once: cycling switches
+      // momentum on (SGD makes its momentum buffer at the first step with momentum).
     }
   }
   // PyTorch overwrites initial_lr here (it does not keep an earlier scheduler's).
