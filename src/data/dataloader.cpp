@@ -74,6 +74,7 @@ class Epoch {
   }
 
   // One batch, in pinned memory when asked (pinning is the one extra copy PyTorch makes too).
+  // Sequence lengths stay pageable: the LSTM reads them on the host.
   Example fetch(const std::vector<int64_t>& indices) const {
     Example e = dataset_.get_batch(indices);
     if (pin_memory_) {
@@ -106,12 +107,25 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
            "or this build has no CUDA backend); set pin_memory = false");
 }
 
+DataLoader::DataLoader(const Dataset& dataset, const BatchSampler& batch_sampler, DataLoaderOptions options)
+    : DataLoader(dataset, options) {
+  TG_CHECK(!options.shuffle && !options.drop_last, "DataLoader: a batch sampler decides the batches, so shuffle ",
+           "and drop_last must be false (got shuffle = ", options.shuffle, ", drop_last = ", options.drop_last, ")");
+  batch_sampler_ = &batch_sampler;
+}
+
 int64_t DataLoader::size() const {
+  if (batch_sampler_) return batch_sampler_->size();
   int64_t n = dataset_.size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
+  if (batch_sampler_) {
+    std::vector<int64_t> result;
+    for (const std::vector<int64_t>& batch : batches(epoch)) result.insert(result.end(), batch.begin(), batch.end());
+    return result;
+  }
   int64_t n = dataset_.size();
   std::vector<int64_t> result(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) result[size_t(i)] = i;
@@ -126,15 +140,20 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
   return result;
 }
 
-DataLoader::Iterator DataLoader::begin() {
-  std::vector<int64_t> all = order(epoch_++);
-  std::vector<std::vector<int64_t>> batches;
+std::vector<std::vector<int64_t>> DataLoader::batches(int64_t epoch) const {
+  if (batch_sampler_) return batch_sampler_->batches(epoch);
+  std::vector<int64_t> all = order(epoch);
+  std::vector<std::vector<int64_t>> result;
   int64_t b = options_.batch_size;
   for (int64_t k = 0; k < size(); ++k) {
     auto first = all.begin() + k * b, last = all.begin() + std::min<int64_t>((k + 1) * b, int64_t(all.size()));
-    batches.emplace_back(first, last);
+    result.emplace_back(first, last);
   }
-  auto epoch = std::make_shared<detail::Epoch>(dataset_, std::move(batches), options_.prefetch,
+  return result;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  auto epoch = std::make_shared<detail::Epoch>(dataset_, batches(epoch_++), options_.prefetch,
                                                options_.pin_memory);
   epoch->start();
   return Iterator(epoch);

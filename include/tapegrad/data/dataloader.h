@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tapegrad/data/dataset.h"
+#include "tapegrad/data/sampler.h"
 
 namespace tapegrad {
 
@@ -32,9 +33,15 @@ class Epoch;
 // iterator. Leaving the loop early stops and joins the worker when the iterator is destroyed; an
 // exception thrown while building a batch is rethrown in the caller when that batch is reached.
 // Throws tapegrad::Error for batch_size < 1, and for pin_memory without a CUDA device.
+//
+// With a BatchSampler (PyTorch's DataLoader(dataset, batch_sampler=...)), epoch e's batches are
+// batch_sampler.batches(e), each built by one dataset.get_batch(indices); batch_size is then
+// unused, and shuffle and drop_last must stay false (the sampler decides both; PyTorch rejects
+// them too). The sampler, like the dataset, must outlive the loader and its iterators.
 class DataLoader {
  public:
   explicit DataLoader(const Dataset& dataset, DataLoaderOptions options = {});
+  DataLoader(const Dataset& dataset, const BatchSampler& batch_sampler, DataLoaderOptions options = {});
 
   // A single-pass input iterator; copies share one position.
   class Iterator {
@@ -62,11 +69,15 @@ class DataLoader {
   int64_t size() const;  // batches per epoch
   int64_t epoch() const { return epoch_; }
   void set_epoch(int64_t epoch) { epoch_ = epoch; }  // to resume a run reproducibly
-  // The example order epoch `epoch` uses (identity without shuffle).
+  // The example order epoch `epoch` uses (identity without shuffle; the batches concatenated with
+  // a batch sampler).
   std::vector<int64_t> order(int64_t epoch) const;
+  // The index lists of epoch `epoch`'s batches, in the order the loader yields them.
+  std::vector<std::vector<int64_t>> batches(int64_t epoch) const;
 
  private:
   const Dataset& dataset_;
+  const BatchSampler* batch_sampler_ = nullptr;
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
 };

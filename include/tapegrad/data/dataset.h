@@ -1,4 +1,5 @@
 // Datasets: indexable (input, target) collections, an in-memory TensorDataset and FashionMNIST.
+// Text corpora for language models are in tapegrad/data/text.h.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ namespace tapegrad {
 struct Example {
   Tensor input;
   Tensor target;
+  // Variable-length sequences only (e.g. TextDataset, collate_lm): int64 [B] on the CPU, the
+  // number of real timesteps of each sequence. Undefined for fixed-size examples.
+  Tensor lengths{};
 };
 
 // An indexable collection of examples. get() and get_batch() must be safe to call from another
