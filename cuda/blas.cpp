@@ -13,11 +13,11 @@
 
 #include <algorithm>
 
+#include "backend/kernel_tensors.h"
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
 #include "tapegrad/cuda/device.h"
-#include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -31,12 +31,6 @@ struct Operand {
   int64_t batch_stride = 0;  // 0 reuses one matrix for every batch (a broadcast operand)
 };
 
-Tensor contiguous_copy(const Tensor& t) {
-  Tensor c = empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
-  TG_KERNEL(t.device(), copy)(t, c);
-  return c;
-}
-
 // `m` is [rows, cols] or [batch, rows, cols]. The stride conditions are those of the CPU gemm
 // (src/cpu/gemm.cpp), so both backends accept the same layouts without copying.
 Operand as_operand(const Tensor& m) {
@@ -48,7 +42,7 @@ Operand as_operand(const Tensor& m) {
     return {m, CUBLAS_OP_T, std::max<int64_t>({s_col, rows, 1}), batch_stride};
   // A broadcast batch needs only its one matrix copied.
   const bool broadcast = m.dim() == 3 && batch_stride == 0;
-  Tensor c = contiguous_copy(broadcast ? m.select(0, 0) : m);
+  Tensor c = backend::contiguous_copy(broadcast ? m.select(0, 0) : m, "matmul");
   return {c, CUBLAS_OP_N, std::max<int64_t>(cols, 1), m.dim() == 3 && !broadcast ? rows * cols : 0};
 }
 
@@ -133,8 +127,9 @@ void scale_output(const Tensor& out, double beta) {
     TG_KERNEL(device, fill)(out, 0.0);
     return;
   }
-  Tensor factor = full({}, beta, TensorOptions(out.dtype()).device(device)).expand(out.sizes());
-  TG_KERNEL(device, binary)(backend::BinaryOp::Mul, out, factor, out);
+  Tensor factor = backend::allocate_tensor({}, out.dtype(), device, "matmul");
+  TG_KERNEL(device, fill)(factor, beta);
+  TG_KERNEL(device, binary)(backend::BinaryOp::Mul, out, factor.expand(out.sizes()), out);
 }
 
 // out = alpha * a @ b + beta * out for 2-D or 3-D (batched) tensors of one dtype.
@@ -157,7 +152,8 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, d
       return;
     }
     Tensor tmp =
-        beta == 0.0 ? empty(out.sizes(), TensorOptions(out.dtype()).device(out.device())) : contiguous_copy(out);
+        beta == 0.0 ? backend::allocate_tensor(out.sizes(), out.dtype(), out.device(), "matmul")
+                    : backend::contiguous_copy(out, "matmul");
     matmul_into(a, b, tmp, alpha, beta, op);
     TG_KERNEL(out.device(), copy)(tmp, out);
     return;

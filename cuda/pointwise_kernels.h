@@ -1,5 +1,5 @@
 // The pointwise family's kernel-table slots on CUDA, one file per group (copy.cu, fill.cu, random.cu,
-// unary.cu, binary.cu, select.cu); pointwise.cu registers them. Contracts: backend/kernel_table.h.
+// unary.cu, binary.cu, select.cu); pointwise.cu registers them. Contracts: backend/kernel_slots.def.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +20,9 @@ void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t
 void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
 void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
-void unary(UnaryOp op, const Tensor& x, const Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& grad_x);
+void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Tensor& out);
+void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& grad, const Tensor& x, const Tensor& y,
+                    const Tensor& grad_x);
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);

@@ -10,13 +10,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/kernel_tensors.h"
 #include "block_reduce.cuh"
 #include "cuda_check.h"
 #include "dispatch.h"
 #include "launch.h"
 #include "math/reduce.h"
 #include "reduction_kernels.h"
-#include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -195,7 +195,7 @@ int64_t slices_for(int64_t blocks, int64_t lanes, int64_t reduced) {
 template <class Partial>
 Tensor partial_buffer(int64_t count, const Tensor& like) {
   const int64_t words = (count * static_cast<int64_t>(sizeof(Partial)) + 7) / 8;
-  return empty({words}, TensorOptions(kInt64).device(like.device()));
+  return backend::allocate_tensor({words}, kInt64, like.device(), "reduce");
 }
 
 template <class Policy, class T>

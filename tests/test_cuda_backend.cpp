@@ -1,16 +1,18 @@
 // The CUDA backend as far as it exists: device queries everywhere, and memory, copies and fill
 // on a GPU. The GPU cases skip (and ctest counts them as skipped) where no GPU is present.
+#include <set>
+#include <string>
+#include <vector>
+
 #include "backend/cudnn_lstm.h"
 #include "backend/kernel_table.h"
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
 using testing::expect_error;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 TEST(CudaQueries, AnswerWithoutFailing) {
   int count = cuda::device_count();
@@ -47,58 +49,45 @@ TEST(CudaBackend, DeviceCopyAndClone) {
   EXPECT_EQ(b.cpu().tolist<float>(), a.cpu().tolist<float>());
 }
 
-// Every slot of a backend's table, so a new slot cannot be forgotten by one backend silently.
-std::vector<std::pair<const char*, bool>> filled_slots(const backend::KernelTable& t) {
-  return {{"allocator", t.allocator != nullptr},
-          {"copy", t.copy != nullptr},
-          {"copy_from_cpu", t.copy_from_cpu != nullptr},
-          {"copy_to_cpu", t.copy_to_cpu != nullptr},
-          {"fill", t.fill != nullptr},
-          {"arange", t.arange != nullptr},
-          {"uniform", t.uniform != nullptr},
-          {"normal", t.normal != nullptr},
-          {"randint", t.randint != nullptr},
-          {"unary", t.unary != nullptr},
-          {"unary_backward", t.unary_backward != nullptr},
-          {"binary", t.binary != nullptr},
-          {"compare", t.compare != nullptr},
-          {"where", t.where != nullptr},
-          {"clamp", t.clamp != nullptr},
-          {"reduce", t.reduce != nullptr},
-          {"reduce_with_index", t.reduce_with_index != nullptr},
-          {"gemm", t.gemm != nullptr},
-          {"bmm", t.bmm != nullptr},
-          {"softmax", t.softmax != nullptr},
-          {"softmax_backward", t.softmax_backward != nullptr},
-          {"cross_entropy", t.cross_entropy != nullptr},
-          {"cross_entropy_backward", t.cross_entropy_backward != nullptr},
-          {"index_select", t.index_select != nullptr},
-          {"index_add", t.index_add != nullptr},
-          {"gather", t.gather != nullptr},
-          {"scatter_add", t.scatter_add != nullptr},
-          {"lstm_cell_forward", t.lstm_cell_forward != nullptr},
-          {"lstm_cell_backward", t.lstm_cell_backward != nullptr},
-          {"sgd_step", t.sgd_step != nullptr},
-          {"adam_step", t.adam_step != nullptr},
-          {"sgd_step_many", t.sgd_step_many != nullptr},
-          {"adam_step_many", t.adam_step_many != nullptr}};
+// The slot list comes from backend/kernel_slots.def, where each slot is defined, so a new slot
+// cannot be forgotten by one backend silently.
+TEST(KernelTables, TheSlotListIsTheWholeTable) {
+  const std::vector<backend::SlotStatus> slots = backend::slot_status(backend::kernels(DeviceKind::CPU));
+  // Every slot is one pointer: a member of KernelTable outside the list would break this.
+  EXPECT_EQ(slots.size() * sizeof(void*), sizeof(backend::KernelTable));
+  std::set<std::string> names;
+  for (const backend::SlotStatus& s : slots) names.insert(s.name);
+  EXPECT_EQ(names.size(), slots.size()) << "a slot listed twice";
+  for (const char* known : {"allocator", "unary", "lstm_recurrence_backward", "adam_step_many", "cudnn_lstm"})
+    EXPECT_EQ(names.count(known), 1u) << known;
 }
 
 TEST(KernelTables, CpuFillsEverySlot) {
-  for (auto [slot, filled] : filled_slots(backend::kernels(DeviceKind::CPU))) {
-    const std::string name = slot;
-    if (name == "copy_from_cpu" || name == "copy_to_cpu") continue;  // the CPU's own copy covers these
-    EXPECT_TRUE(filled) << slot;
-  }
+  for (const backend::SlotStatus& s : backend::slot_status(backend::kernels(DeviceKind::CPU)))
+    if (s.fill == backend::SlotFill::EveryBackend) EXPECT_TRUE(s.filled) << s.name;
   // Optional slots the CPU fills: the batch-parallel LSTM recurrence.
   EXPECT_NE(backend::kernels(DeviceKind::CPU).lstm_recurrence_forward, nullptr);
   EXPECT_NE(backend::kernels(DeviceKind::CPU).lstm_recurrence_backward, nullptr);
 }
 
+// Negative control: the check above must see an emptied slot.
+TEST(KernelTables, AnEmptiedSlotIsReportedByName) {
+  backend::KernelTable copy = backend::kernels(DeviceKind::CPU);
+  copy.clamp = nullptr;
+  int empty = 0;
+  for (const backend::SlotStatus& s : backend::slot_status(copy)) {
+    if (s.fill != backend::SlotFill::EveryBackend || s.filled) continue;
+    ++empty;
+    EXPECT_STREQ(s.name, "clamp");
+  }
+  EXPECT_EQ(empty, 1);
+}
+
 TEST(KernelTables, CudaFillsEverySlotWhereAGpuIsPresent) {
   SKIP_WITHOUT_GPU();
   const backend::KernelTable& t = backend::kernels(DeviceKind::CUDA);
-  for (auto [slot, filled] : filled_slots(t)) EXPECT_TRUE(filled) << slot;
+  for (const backend::SlotStatus& s : backend::slot_status(t))
+    if (s.fill != backend::SlotFill::Optional) EXPECT_TRUE(s.filled) << s.name;
   if (testing::cuda_is_emulated()) return;  // cuDNN is not emulated: its slot stays empty
   EXPECT_NE(t.cudnn_lstm, nullptr);
 }

@@ -6,29 +6,20 @@
 #include <functional>
 #include <string>
 
+#include "support/gpu.h"
+#include "support/parity.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 Tensor uniform_cpu(const Shape& shape, uint64_t seed, DType dtype = kFloat32) {
   Generator g(seed);
   return add(mul(rand(shape, kFloat64, &g), 2.0), -1.0).to(dtype);
 }
 
-// |got - want| <= atol + rtol * |want| elementwise, `got` on any device and dtype.
 void expect_near(const Tensor& got, const Tensor& want, double atol, double rtol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  std::vector<double> g = testing::values(got.cpu()), w = testing::values(want.cpu());
-  int reported = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i])) continue;
-    ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", expected " << w[i];
-    if (++reported == 5) return;
-  }
+  testing::expect_allclose(got, want, {rtol, atol}, what);
 }
 
 // The tolerance of an f32 product with inner size k against an f64 reference.

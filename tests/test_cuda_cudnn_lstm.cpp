@@ -5,6 +5,8 @@
 #include <string>
 
 #include "backend/kernel_table.h"
+#include "support/gpu.h"
+#include "support/parity.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -15,9 +17,9 @@ using testing::expect_error;
 using testing::values;
 
 // The CUDA emulation build (-DTAPEGRAD_CUDA=EMULATE) has a device but no cuDNN: its slots stay empty.
-#define SKIP_WITHOUT_GPU()                                                             \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";        \
-  if (backend::kernels(kCUDA).cudnn_lstm == nullptr)                                   \
+#define SKIP_WITHOUT_CUDNN()                                                    \
+  SKIP_WITHOUT_GPU();                                                           \
+  if (backend::kernels(kCUDA).cudnn_lstm == nullptr)                            \
   GTEST_SKIP() << "cuDNN is not emulated: the CUDA emulation build has no cuDNN LSTM"
 
 struct Case {
@@ -98,18 +100,8 @@ Result run(const Case& c, LstmImplementation implementation, Device device, int 
   return r;
 }
 
-// |actual - expected| <= atol + rtol * |expected| everywhere; reports the first few misses.
 void expect_allclose(const Tensor& actual, const Tensor& expected, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(actual.defined(), expected.defined()) << what;
-  if (!expected.defined()) return;
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  std::vector<double> a = values(actual), e = values(expected);
-  int misses = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i])) continue;
-    if (++misses <= 5) ADD_FAILURE() << what << " element " << i << ": " << a[i] << " vs " << e[i];
-  }
-  EXPECT_EQ(misses, 0) << what << ": " << misses << " of " << a.size() << " elements differ";
+  testing::expect_allclose(actual, expected, {rtol, atol}, what);
 }
 
 void expect_same_results(const Result& actual, const Result& expected, double rtol, double atol,
@@ -175,7 +167,7 @@ std::vector<Case> parity_cases() {
 class CudnnLstmParity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudnnLstmParity, MatchesFusedOnCudaAndCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   const Case& c = GetParam();
   Result cudnn = run(c, LstmImplementation::CuDNN, kCUDA);
   Result fused_cuda = run(c, LstmImplementation::Fused, kCUDA);
@@ -190,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Configurations, CudnnLstmParity, ::testing::ValuesIn(pa
 // --- Behaviour beyond one forward and backward ---------------------------------------------------
 
 TEST(CudnnLstm, Float64MatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   Case c;
   c.dtype = kFloat64;
   c.layers = 2;
@@ -211,7 +203,7 @@ TEST(CudnnLstm, Float64MatchesTheCpu) {
 }
 
 TEST(CudnnLstm, RetainedGraphBackwardTwiceAccumulates) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   Case c;
   c.layers = 2;
   c.bidirectional = true;
@@ -229,7 +221,7 @@ TEST(CudnnLstm, RetainedGraphBackwardTwiceAccumulates) {
 }
 
 TEST(CudnnLstm, InferenceUnderNoGradMatchesAndRecordsNothing) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   Generator init(3), data(4);
   nn::LSTMOptions options = nn::LSTMOptions().num_layers(2).bidirectional(true);
   nn::LSTM cudnn(5, 4, nn::LSTMOptions(options).implementation(LstmImplementation::CuDNN), &init);
@@ -247,7 +239,7 @@ TEST(CudnnLstm, InferenceUnderNoGradMatchesAndRecordsNothing) {
 }
 
 TEST(CudnnLstm, DropoutActsInTrainingOnlyAndBackpropagates) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   Generator init(11), init_again(11), data(12);
   nn::LSTMOptions options = nn::LSTMOptions().num_layers(3).dropout(0.5);
   nn::LSTM cudnn(5, 16, nn::LSTMOptions(options).implementation(LstmImplementation::CuDNN), &init);
@@ -278,7 +270,7 @@ TEST(CudnnLstm, DropoutActsInTrainingOnlyAndBackpropagates) {
 }
 
 TEST(CudnnLstm, EmptySequenceAndEmptyBatchMatchFused) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   for (const Shape& shape : {Shape{0, 3, 5}, Shape{4, 0, 5}}) {
     Generator init(1), init_again(1);
     nn::LSTMOptions options = nn::LSTMOptions().num_layers(2);
@@ -295,7 +287,7 @@ TEST(CudnnLstm, EmptySequenceAndEmptyBatchMatchFused) {
 }
 
 TEST(CudnnLstm, BadInputsAreClearErrors) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUDNN();
   TensorOptions cuda = TensorOptions(kFloat32).device(kCUDA);
   std::vector<Tensor> weights{zeros({8, 3}, cuda), zeros({8, 2}, cuda)};
   Tensor x = zeros({4, 2, 3}, cuda);

@@ -7,23 +7,14 @@
 #include <memory>
 #include <string>
 
+#include "support/gpu.h"
+#include "support/parity.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
-
 void expect_near(const Tensor& got, const Tensor& want, double atol, double rtol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  std::vector<double> g = testing::values(got.detach().cpu()), w = testing::values(want.detach().cpu());
-  int reported = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i])) continue;
-    ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", expected " << w[i];
-    if (++reported == 5) return;
-  }
+  testing::expect_allclose(got, want, {rtol, atol}, what);
 }
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, bool foreach)>;

@@ -13,15 +13,17 @@
 #include <utility>
 #include <vector>
 
+#include "support/gpu.h"
+#include "support/parity.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
+using testing::expect_parity;
+using testing::kExact;
+using testing::Tol;
 using testing::values;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -30,12 +32,6 @@ const std::vector<DType> kAllDtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, 
 
 bool is_half(DType dt) { return dt == kFloat16 || dt == kBFloat16; }
 bool is_int(DType dt) { return dt == kInt32 || dt == kInt64; }
-
-// |cuda - cpu| <= atol + rtol * |cpu|; NaN matches NaN, infinities match exactly.
-struct Tol {
-  double rtol = 0, atol = 0;
-};
-constexpr Tol kExact{0, 0};
 
 // Math through libm on the CPU and CUDA's math library on the GPU: a few ulps apart.
 Tol math_tol(DType dt) {
@@ -46,32 +42,6 @@ Tol math_tol(DType dt) {
     case kBFloat16: return {1.6e-2, 1e-5};  // one bf16 ulp
     default: return kExact;
   }
-}
-
-std::string describe(const std::string& what, const Tensor& t) {
-  std::ostringstream s;
-  s << what << " (" << t.dtype() << ", shape " << shape_str(t.sizes()) << ")";
-  return s.str();
-}
-
-// Compares a CUDA result with the CPU reference element by element, reporting the first mismatch
-// and the count rather than one failure per element.
-void expect_parity(const Tensor& on_cuda, const Tensor& on_cpu, Tol tol, const std::string& what) {
-  ASSERT_TRUE(on_cuda.device().is_cuda()) << what;
-  ASSERT_TRUE(on_cpu.device().is_cpu()) << what;
-  ASSERT_EQ(on_cuda.sizes(), on_cpu.sizes()) << what;
-  ASSERT_EQ(on_cuda.dtype(), on_cpu.dtype()) << what;
-  std::vector<double> got = values(on_cuda.cpu()), want = values(on_cpu);
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int64_t bad = 0, first = -1;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double g = got[i], w = want[i];
-    bool ok = (std::isnan(g) && std::isnan(w)) || g == w ||
-              (std::isfinite(w) && std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w));
-    if (!ok && bad++ == 0) first = static_cast<int64_t>(i);
-  }
-  EXPECT_EQ(bad, 0) << describe(what, on_cpu) << ": first mismatch at " << first << ": cuda "
-                    << (first >= 0 ? got[first] : 0) << " vs cpu " << (first >= 0 ? want[first] : 0);
 }
 
 // Uniform values on [lo, hi) as a CPU tensor of dtype dt (f64 draws converted; ints truncate).
@@ -359,6 +329,10 @@ const std::vector<UnaryCase>& unary_cases() {
       {"relu", [](const Tensor& x) { return relu(x); }, -3, 3, true},
       {"gelu", [](const Tensor& x) { return gelu(x); }, -4, 4, false},
       {"square", [](const Tensor& x) { return square(x); }, -3, 3, true},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, -3, 3, false},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, -25, 25, false},  // both sides of the threshold
+      {"softplus_beta_threshold", [](const Tensor& x) { return softplus(x, 2.0, 3.0); }, -3, 3, false},
+      {"elu", [](const Tensor& x) { return elu(x, 0.7); }, -4, 3, false},
   };
   return all;
 }

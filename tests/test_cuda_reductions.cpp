@@ -8,15 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "support/gpu.h"
+#include "support/parity.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
 using testing::values;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -40,20 +39,9 @@ Tensor indices(const std::vector<int64_t>& v, const Shape& shape) {
   return tensor<int64_t>(v, shape);
 }
 
-// Same shape and dtype, and every value within atol + rtol * |cpu| (NaN matches NaN).
 void expect_parity(const Tensor& cpu_result, const Tensor& cuda_result, double rtol, double atol,
                    const std::string& what) {
-  ASSERT_TRUE(cuda_result.device().is_cuda()) << what;
-  ASSERT_EQ(cpu_result.sizes(), cuda_result.sizes()) << what;
-  ASSERT_EQ(cpu_result.dtype(), cuda_result.dtype()) << what;
-  std::vector<double> expected = values(cpu_result), got = values(cuda_result.cpu());
-  int mismatches = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double a = expected[i], b = got[i];
-    const bool same = std::isnan(a) ? std::isnan(b) : (a == b || std::fabs(a - b) <= atol + rtol * std::fabs(a));
-    if (!same && ++mismatches <= 5) ADD_FAILURE() << what << ": element " << i << " cpu " << a << " cuda " << b;
-  }
-  EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " of " << expected.size() << " elements differ";
+  testing::expect_parity(cuda_result, cpu_result, {rtol, atol}, what);
 }
 
 void expect_equal(const Tensor& cpu_result, const Tensor& cuda_result, const std::string& what) {

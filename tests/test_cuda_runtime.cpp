@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -11,8 +12,6 @@ namespace {
 
 using testing::expect_error;
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 // The allocator's own behaviour, absent when TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 gives each tensor
 // its own cudaMalloc (as the sanitizer runs do).
 #define SKIP_WITHOUT_CACHE() \

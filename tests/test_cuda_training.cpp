@@ -9,15 +9,13 @@
 #include <functional>
 #include <memory>
 
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
 using testing::expect_error;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 constexpr int kSteps = 50;
 // float32 on both devices; cuBLAS/cuDNN sum in another order than OpenBLAS, and Adam divides by

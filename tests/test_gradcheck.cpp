@@ -115,6 +115,16 @@ std::vector<Case> cases() {
   c.push_back({"gelu_transposed", {range({3, 4}, -3, 3)}, [](const Inputs& x) { return gelu(x[0].t()); }});
   c.push_back({"square", {in({6})}, [](const Inputs& x) { return square(x[0]); }});
   c.push_back({"square_expanded", {in({3, 1})}, [](const Inputs& x) { return square(x[0].expand({2, 3, 4})); }});
+  c.push_back({"leaky_relu", {in({3, 5})}, [](const Inputs& x) { return leaky_relu(x[0]); }});
+  c.push_back({"leaky_relu_negative_slope_transposed", {in({3, 5})},
+               [](const Inputs& x) { return leaky_relu(x[0].t(), -0.3); }});
+  c.push_back({"softplus", {range({3, 4}, -4, 4)}, [](const Inputs& x) { return softplus(x[0]); }});
+  // beta 3, threshold 2: inputs on both sides of x = 2/3 (the linear branch has gradient 1).
+  c.push_back({"softplus_beta_threshold_expanded", {range({1, 6}, -1.5, 1.5)},
+               [](const Inputs& x) { return softplus(x[0].expand({2, 6}), 3.0, 2.0); }});
+  c.push_back({"elu", {range({3, 4}, -3, 2)}, [](const Inputs& x) { return elu(x[0]); }});
+  c.push_back({"elu_alpha_slice_step2", {range({6, 2}, -3, 2)},
+               [](const Inputs& x) { return elu(x[0].slice(0, 1, 6, 2), 0.7); }});
   c.push_back({"unary_methods", {pos({2, 3})}, [](const Inputs& x) {
                  return x[0].exp().log().sqrt().tanh().sigmoid().abs().relu();
                }});

@@ -27,34 +27,35 @@ void missing_kernel(const char* kernel, DeviceKind kind) {
                                           : ""));
 }
 
+#define TG_OP_NAME(Enum, name, Formula) \
+  case Kind::Enum: return name;
+
 const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Abs: return "abs";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::Square: return "square";
-  }
+  using Kind = UnaryOp;
+  switch (op) { TG_UNARY_OPS(TG_OP_NAME) }
   return "?";
 }
 
 const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Pow: return "pow";
-    case BinaryOp::Maximum: return "maximum";
-    case BinaryOp::Minimum: return "minimum";
-  }
+  using Kind = BinaryOp;
+  switch (op) { TG_BINARY_OPS(TG_OP_NAME) }
   return "?";
+}
+
+const char* compare_op_name(CompareOp op) {
+  using Kind = CompareOp;
+  switch (op) { TG_COMPARE_OPS(TG_OP_NAME) }
+  return "?";
+}
+
+#undef TG_OP_NAME
+
+std::vector<SlotStatus> slot_status(const KernelTable& table) {
+  return {
+#define TG_KERNEL_SLOT(name, filled_by, ...) {#name, SlotFill::filled_by, table.name != nullptr},
+#include "backend/kernel_slots.def"
+#undef TG_KERNEL_SLOT
+  };
 }
 
 }  // namespace tapegrad::backend

@@ -1,5 +1,5 @@
 // The CPU backend's kernels, one family per file, registered by cpu_backend.cpp.
-// Signatures and overwrite/accumulate contracts are those of the slots in backend/kernel_table.h.
+// Signatures and overwrite/accumulate contracts are those of the slots in backend/kernel_slots.def.
 #pragma once
 
 #include "backend/kernel_table.h"
@@ -22,8 +22,9 @@ void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t 
 void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
 // pointwise.cpp
-void unary(UnaryOp op, const Tensor& x, const Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& grad_x);
+void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Tensor& out);
+void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& grad, const Tensor& x, const Tensor& y,
+                    const Tensor& grad_x);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);

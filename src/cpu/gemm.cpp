@@ -7,11 +7,11 @@
 
 #include <vector>
 
+#include "backend/kernel_tensors.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
 #include "cpu/sgemm_avx512.h"
-#include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cpu {
 
@@ -28,7 +28,7 @@ BlasOperand as_blas(const Tensor& m, int64_t rows, int64_t cols) {
   int64_t s_row = m.stride(-2), s_col = m.stride(-1);
   if (s_col == 1 && (s_row >= std::max<int64_t>(1, cols) || rows == 1)) return {m, CblasNoTrans, std::max<int64_t>({s_row, cols, 1})};
   if (s_row == 1 && (s_col >= std::max<int64_t>(1, rows) || cols == 1)) return {m, CblasTrans, std::max<int64_t>({s_col, rows, 1})};
-  Tensor c = m.detach().contiguous();
+  Tensor c = backend::contiguous_copy(m, "gemm");
   return {c, CblasNoTrans, std::max<int64_t>(cols, 1)};
 }
 
@@ -41,7 +41,7 @@ struct BlasVector {
 
 BlasVector as_blas_vector(const Tensor& v, int64_t stride) {
   if (stride >= 1) return {v, stride};
-  return {v.detach().contiguous(), 1};
+  return {backend::contiguous_copy(v, "gemm"), 1};
 }
 
 template <class T>

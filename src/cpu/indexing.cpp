@@ -4,7 +4,6 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
-#include "tapegrad/ops/creation.h"
 
 namespace tapegrad::cpu {
 

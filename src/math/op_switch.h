@@ -1,63 +1,56 @@
-// From the kernel table's op enums to the formula structs of unary.h and binary.h: both backends
-// pick a formula by these switches, so a new op is one line here plus its struct. Host only.
+// From the kernel table's op enums to the formula structs of unary.h and binary.h, generated from
+// the lists in math/op_list.h: both backends pick a formula through these switches and the ops read
+// a unary op's facts through unary_op_info(), so no list of ops is kept here by hand. Host only.
 #pragma once
 
 #include "backend/kernel_table.h"
 #include "math/binary.h"
+#include "math/op_list.h"
 #include "math/unary.h"
 
 namespace tapegrad::math {
 
-// Calls f(OpStruct{}) for the runtime op.
+#define TG_OP_CASE(Enum, name, Formula) \
+  case Kind::Enum: f(Formula{}); return;
+
+// Calls f(Formula{}) for the runtime op.
 template <class F>
 void with_unary_op(backend::UnaryOp op, F&& f) {
-  using backend::UnaryOp;
-  switch (op) {
-    case UnaryOp::Neg: f(NegOp{}); return;
-    case UnaryOp::Abs: f(AbsOp{}); return;
-    case UnaryOp::Exp: f(ExpOp{}); return;
-    case UnaryOp::Log: f(LogOp{}); return;
-    case UnaryOp::Sqrt: f(SqrtOp{}); return;
-    case UnaryOp::Rsqrt: f(RsqrtOp{}); return;
-    case UnaryOp::Tanh: f(TanhOp{}); return;
-    case UnaryOp::Sigmoid: f(SigmoidOp{}); return;
-    case UnaryOp::Relu: f(ReluOp{}); return;
-    case UnaryOp::Gelu: f(GeluOp{}); return;
-    case UnaryOp::Square: f(SquareOp{}); return;
-  }
+  using Kind = backend::UnaryOp;
+  switch (op) { TG_UNARY_OPS(TG_OP_CASE) }
 }
 
 template <class F>
 void with_binary_op(backend::BinaryOp op, F&& f) {
-  using backend::BinaryOp;
-  switch (op) {
-    case BinaryOp::Add: f(AddOp{}); return;
-    case BinaryOp::Sub: f(SubOp{}); return;
-    case BinaryOp::Mul: f(MulOp{}); return;
-    case BinaryOp::Div: f(DivOp{}); return;
-    case BinaryOp::Pow: f(PowOp{}); return;
-    case BinaryOp::Maximum: f(MaximumOp{}); return;
-    case BinaryOp::Minimum: f(MinimumOp{}); return;
-  }
+  using Kind = backend::BinaryOp;
+  switch (op) { TG_BINARY_OPS(TG_OP_CASE) }
 }
 
 template <class F>
 void with_compare_op(backend::CompareOp op, F&& f) {
-  using backend::CompareOp;
-  switch (op) {
-    case CompareOp::Eq: f(EqOp{}); return;
-    case CompareOp::Ne: f(NeOp{}); return;
-    case CompareOp::Lt: f(LtOp{}); return;
-    case CompareOp::Le: f(LeOp{}); return;
-    case CompareOp::Gt: f(GtOp{}); return;
-    case CompareOp::Ge: f(GeOp{}); return;
-  }
+  using Kind = backend::CompareOp;
+  switch (op) { TG_COMPARE_OPS(TG_OP_CASE) }
+}
+
+#undef TG_OP_CASE
+
+// A unary op's facts (see math/unary.h), as runtime values.
+struct UnaryOpInfo {
+  const char* name;
+  bool integers;
+  bool cheap;
+  BackwardReads reads;
+};
+
+inline const UnaryOpInfo& unary_op_info(backend::UnaryOp op) {
+#define TG_OP_INFO(Enum, name, Formula) UnaryOpInfo{name, Formula::kIntegers, Formula::kCheap, Formula::kReads},
+  static constexpr UnaryOpInfo kInfo[] = {TG_UNARY_OPS(TG_OP_INFO)};
+#undef TG_OP_INFO
+  static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == backend::kNumUnaryOps, "one entry per unary op");
+  return kInfo[static_cast<int>(op)];
 }
 
 // The unary ops that are defined on integers too (no transcendental functions).
-inline bool unary_accepts_integers(backend::UnaryOp op) {
-  using backend::UnaryOp;
-  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Square;
-}
+inline bool unary_accepts_integers(backend::UnaryOp op) { return unary_op_info(op).integers; }
 
 }  // namespace tapegrad::math

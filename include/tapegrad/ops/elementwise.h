@@ -21,6 +21,16 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);  // the exact (erf) form, PyTorch's default
 Tensor square(const Tensor& x);
 
+// Parameterised activations, with PyTorch's formulas and defaults (torch.nn.functional). An
+// integer input is computed in float32. The parameters must be finite (beta also nonzero, and
+// threshold not NaN); anything else throws tapegrad::Error naming the op and the parameter.
+// leaky_relu(x) = x > 0 ? x : negative_slope * x
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// softplus(x) = log(1 + exp(beta * x)) / beta, or x itself where beta * x > threshold
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+// elu(x) = x > 0 ? x : alpha * (exp(x) - 1)
+Tensor elu(const Tensor& x, double alpha = 1.0);
+
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha * b
 Tensor mul(const Tensor& a, const Tensor& b);
