@@ -67,11 +67,11 @@ const std::vector<Shape>& reduce_shapes() {
                                             {5, 1000},
                                             {1000, 3},
                                             {2, 1000, testing::gpu_size(300, 30)},
-                                            {testing::gpu_size(1 << 20, 1 << 16)},
-                                            {2, testing::gpu_size(1 << 20, 1 << 16)},
-                                            {testing::gpu_size(1 << 20, 1 << 12), 2},
-                                            {4096, 33},
-                                            {3, testing::gpu_size(70000, 7000), 3},
+                                            {testing::gpu_size(1 << 20, 1 << 14)},
+                                            {2, testing::gpu_size(1 << 20, 1 << 14)},
+                                            {testing::gpu_size(1 << 20, 1 << 10), 2},
+                                            {testing::gpu_size(4096, 1024), 33},
+                                            {3, testing::gpu_size(70000, 3000), 3},
                                             {1, 1, 1}};
   return shapes;
 }
