@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #include "tapegrad/core/half.h"
 
@@ -34,12 +33,11 @@ void reduce_16(void* in, void* inout, int* len, MPI_Datatype*) {
   uint16_t* b = static_cast<uint16_t*>(inout);
   for (int i = 0; i < *len; ++i) {
     Half16 x, y;
-    std::memcpy(&x, &a[i], 2);
-    std::memcpy(&y, &b[i], 2);
+    x.bits = a[i];
+    y.bits = b[i];
     float fx = float(x), fy = float(y);
     float r = Kind == 0 ? fx + fy : Kind == 1 ? std::max(fx, fy) : std::min(fx, fy);
-    Half16 out(r);
-    std::memcpy(&b[i], &out, 2);
+    b[i] = Half16(r).bits;
   }
 }
 
