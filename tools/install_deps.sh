@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
-          zlib1g-dev nlohmann-json3-dev libcxxopts-dev dataset-fashion-mnist fortunes "$@")
+          zlib1g-dev nlohmann-json3-dev libcxxopts-dev dataset-fashion-mnist fortunes libopenmpi-dev openmpi-bin "$@")
 
 missing=()
 for p in "${packages[@]}"; do

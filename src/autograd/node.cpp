@@ -6,6 +6,7 @@
 #include "autograd/anomaly_check.h"
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/autograd/hooks.h"
 #include "tapegrad/ops/elementwise.h"
 
 namespace tapegrad::autograd {
@@ -123,14 +124,20 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   if (given.dtype() != leaf_->dtype || given.device() != leaf_->storage->device())
     converted = given.to(leaf_->storage->device(), leaf_->dtype);
   const Tensor& incoming = converted.defined() ? converted : given;
-  // Note [shared leaves]: other threads may be accumulating into this leaf or reading its grad.
-  std::lock_guard<std::mutex> lock(leaf_->autograd_mutex);
-  if (!leaf_->grad) {
-    // Otherwise a fresh buffer: the incoming tensor may be shared with other edges of the graph.
-    leaf_->grad = can_take(incoming, *leaf_) ? incoming.impl_ptr() : incoming.clone().impl_ptr();
-  } else {
-    Tensor(leaf_->grad).add_(incoming);
+  std::vector<std::pair<uint64_t, std::shared_ptr<PostAccumulateGradHook>>> hooks;
+  {
+    // Note [shared leaves]: other threads may be accumulating into this leaf or reading its grad.
+    std::lock_guard<std::mutex> lock(leaf_->autograd_mutex);
+    if (!leaf_->grad) {
+      // Otherwise a fresh buffer: the incoming tensor may be shared with other edges of the graph.
+      leaf_->grad = can_take(incoming, *leaf_) ? incoming.impl_ptr() : incoming.clone().impl_ptr();
+    } else {
+      Tensor(leaf_->grad).add_(incoming);
+    }
+    if (leaf_->post_accumulate_grad_hooks) hooks = leaf_->post_accumulate_grad_hooks->hooks;
   }
+  // Outside the lock: a hook reads and may set the leaf's grad, or (un)register hooks.
+  for (const auto& entry : hooks) (*entry.second)(Tensor(leaf_));
   return {};
 }
 

@@ -21,6 +21,7 @@ namespace tapegrad {
 
 namespace autograd {
 class Node;
+struct PostAccumulateGradHooks;  // see tapegrad/autograd/hooks.h
 }
 class Tensor;
 
@@ -44,6 +45,7 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor, if any
   int output_nr = 0;                        // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // cached for leaves
+  std::shared_ptr<autograd::PostAccumulateGradHooks> post_accumulate_grad_hooks;  // leaves only; may be null
 };
 
 class Tensor {

@@ -1,0 +1,402 @@
+// ProcessGroup over MPI: argument checks, then CPU tensors go to the group's MPI worker queue and
+// CUDA tensors to the device's NCCL communicator (after the same cross-rank comparison, over MPI).
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "distributed/collective_check.h"
+#include "distributed/mpi/mpi_queue.h"
+#include "distributed/mpi/mpi_runtime.h"
+#include "distributed/nccl_comm.h"
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/core/half.h"
+#include "tapegrad/ops/creation.h"
+#include "tapegrad/ops/join.h"
+
+namespace tapegrad::distributed {
+
+using ::tapegrad::detail::str_cat;
+using detail::Collective;
+using detail::CollectiveDesc;
+using detail::MpiJob;
+using detail::WorkState;
+using Clock = std::chrono::steady_clock;
+
+bool is_available() { return true; }
+
+namespace {
+
+std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
+  if (given.count() > 0) return given;
+  if (const char* env = std::getenv("TAPEGRAD_DISTRIBUTED_TIMEOUT")) {
+    char* end = nullptr;
+    double seconds = std::strtod(env, &end);
+    TG_CHECK(end != env && *end == '\0' && seconds > 0, "ProcessGroup: TAPEGRAD_DISTRIBUTED_TIMEOUT must be a ",
+             "positive number of seconds, got '", env, "'");
+    return std::chrono::milliseconds(int64_t(seconds * 1000.0));
+  }
+  return std::chrono::minutes(30);
+}
+
+// Polls one request from the caller's thread (group creation), taking the MPI lock per test.
+void wait_request(MPI_Request& request, Clock::time_point deadline, const char* what) {
+  for (;;) {
+    int done = 0;
+    {
+      std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+      detail::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    }
+    if (done) return;
+    TG_CHECK(Clock::now() < deadline, "ProcessGroup: ", what, " did not finish within the timeout: not every rank ",
+             "is creating the process group");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void check_tensor(const char* op, const Tensor& t, const char* role = "tensor") {
+  TG_CHECK(t.defined(), "ProcessGroup: ", op, ": the ", role, " is undefined");
+  TG_CHECK(t.is_contiguous(), "ProcessGroup: ", op, ": the ", role, " (", shape_str(t.sizes()), " with strides ",
+           shape_str(t.strides()), ") must be contiguous; pass .contiguous() and copy the result back");
+  TG_CHECK(t.numel() <= INT_MAX, "ProcessGroup: ", op, ": the ", role, " has ", t.numel(),
+           " elements, more than one collective can move (", INT_MAX, "); split it");
+}
+
+void check_op(const char* name, ReduceOp op, DType dtype) {
+  TG_CHECK(op != ReduceOp::Avg || is_floating_point(dtype), "ProcessGroup: ", name,
+           ": ReduceOp::Avg needs a floating-point tensor, got ", dtype_name(dtype), "; use Sum and divide");
+}
+
+std::string what_of(const char* name, const Tensor& t, const std::string& extra = "") {
+  return str_cat(name, " (", dtype_name(t.dtype()), " ", shape_str(t.sizes()), extra.empty() ? "" : ", ", extra, ")");
+}
+
+// avg = sum / size, in place, on the worker (no autograd: the tensor may be a parameter).
+void divide_in_place(const Tensor& t, int size) {
+  int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::Float32: {
+      float* p = static_cast<float*>(t.data_ptr());
+      for (int64_t i = 0; i < n; ++i) p[i] /= float(size);
+      break;
+    }
+    case DType::Float64: {
+      double* p = static_cast<double*>(t.data_ptr());
+      for (int64_t i = 0; i < n; ++i) p[i] /= double(size);
+      break;
+    }
+    case DType::Float16: {
+      Half* p = static_cast<Half*>(t.data_ptr());
+      for (int64_t i = 0; i < n; ++i) p[i] = Half(float(p[i]) / float(size));
+      break;
+    }
+    case DType::BFloat16: {
+      BFloat16* p = static_cast<BFloat16*>(t.data_ptr());
+      for (int64_t i = 0; i < n; ++i) p[i] = BFloat16(float(p[i]) / float(size));
+      break;
+    }
+    default: TG_ASSERT(false, "avg of ", dtype_name(t.dtype()));
+  }
+}
+
+// MPI wants a valid address even for zero elements.
+void* address(const Tensor& t) {
+  static char empty[16];
+  return t.numel() == 0 ? empty : t.data_ptr();
+}
+
+}  // namespace
+
+struct ProcessGroup::Impl {
+  std::chrono::milliseconds timeout{};
+  bool check = true;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  std::unique_ptr<detail::MpiQueue> queue;
+  std::mutex nccl_mutex;
+  std::map<int, std::unique_ptr<detail::NcclComm>> nccl;  // by device index
+
+  std::shared_ptr<WorkState> submit(const char* name, CollectiveDesc desc, std::string what, bool exchange,
+                                    MpiJob job) {
+    job.work = std::make_shared<WorkState>(name);
+    job.desc = desc;
+    job.what = std::move(what);
+    job.exchange_descs = exchange;
+    std::shared_ptr<WorkState> work = job.work;
+    queue->submit(std::move(job));
+    return work;
+  }
+
+  // The cross-rank comparison alone, waited for (before a CUDA collective); every rank's description.
+  std::vector<CollectiveDesc> compare(const char* name, const CollectiveDesc& desc, const std::string& what,
+                                      bool needed) {
+    if (!check && !needed) return {};
+    auto ranks = std::make_shared<std::vector<CollectiveDesc>>();
+    MpiJob job;
+    job.post = [](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>&) {};
+    job.finish = [ranks](const std::vector<CollectiveDesc>& all) {
+      *ranks = all;
+      return std::vector<Tensor>{};
+    };
+    std::shared_ptr<WorkState> work = submit(name, desc, what, true, std::move(job));
+    work->wait();
+    return *ranks;
+  }
+
+  detail::NcclComm& nccl_for(int device) {
+    std::lock_guard<std::mutex> lock(nccl_mutex);
+    auto found = nccl.find(device);
+    if (found != nccl.end()) return *found->second;
+    auto broadcast_id = [this](std::vector<char>& bytes) {
+      MpiJob job;
+      auto buffer = std::make_shared<std::vector<char>>(bytes);
+      job.keep_alive.push_back(buffer);
+      MPI_Comm c = comm;
+      job.post = [buffer, c](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+        requests.resize(1);
+        detail::check_mpi(MPI_Ibcast(buffer->data(), int(buffer->size()), MPI_BYTE, 0, c, &requests[0]), "MPI_Ibcast");
+      };
+      std::shared_ptr<WorkState> work =
+          submit("NCCL bootstrap", detail::describe(Collective::Bootstrap, Tensor()), "NCCL bootstrap", true, std::move(job));
+      work->wait();
+      bytes = *buffer;
+    };
+    auto made = detail::make_nccl_comm(device, rank, size, broadcast_id, timeout);
+    return *nccl.emplace(device, std::move(made)).first->second;
+  }
+};
+
+ProcessGroup::ProcessGroup(ProcessGroupOptions options) : impl_(std::make_unique<Impl>()) {
+  detail::ensure_mpi_initialized();
+  Impl& g = *impl_;
+  g.timeout = resolve_timeout(options.timeout);
+  g.check = options.check_collectives;
+  const Clock::time_point deadline = Clock::now() + g.timeout;
+  MPI_Request request;
+  {
+    std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+    detail::check_mpi(MPI_Comm_idup(MPI_COMM_WORLD, &g.comm, &request), "MPI_Comm_idup");
+  }
+  wait_request(request, deadline, "MPI_Comm_idup");
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  std::vector<char> names;
+  {
+    std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+    MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g.comm, &g.rank);
+    MPI_Comm_size(g.comm, &g.size);
+    int length = 0;
+    MPI_Get_processor_name(name, &length);
+    names.resize(size_t(g.size) * MPI_MAX_PROCESSOR_NAME);
+    detail::check_mpi(MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                                     MPI_CHAR, g.comm, &request),
+                      "MPI_Iallgather");
+  }
+  wait_request(request, deadline, "MPI_Iallgather of the host names");
+  // Ranks on the same host (same processor name), counted in rank order.
+  g.local_rank = g.local_size = 0;
+  for (int r = 0; r < g.size; ++r) {
+    if (std::strncmp(&names[size_t(r) * MPI_MAX_PROCESSOR_NAME], name, MPI_MAX_PROCESSOR_NAME) != 0) continue;
+    if (r < g.rank) ++g.local_rank;
+    ++g.local_size;
+  }
+  g.queue = std::make_unique<detail::MpiQueue>(g.comm, g.rank, g.size, g.timeout);
+  detail::group_created();
+}
+
+ProcessGroup::~ProcessGroup() {
+  Impl& g = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(g.nccl_mutex);
+    g.nccl.clear();
+  }
+  g.queue->stop();  // runs (or fails) what is queued
+  if (!g.queue->broken()) {
+    std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+    MPI_Comm_free(&g.comm);
+  }
+  g.queue.reset();
+  detail::group_destroyed();
+}
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+int ProcessGroup::local_rank() const { return impl_->local_rank; }
+int ProcessGroup::local_size() const { return impl_->local_size; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+
+Work ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor);
+  check_op("all_reduce", op, tensor.dtype());
+  Impl& g = *impl_;
+  CollectiveDesc desc = detail::describe(Collective::AllReduce, tensor, op);
+  std::string what = what_of("all_reduce", tensor, reduce_op_name(op));
+  tensor.storage()->bump_version();
+  if (tensor.device().is_cuda()) {
+    g.compare("all_reduce", desc, what, false);
+    return Work(g.nccl_for(tensor.device().index()).all_reduce(tensor, op));
+  }
+  MpiJob job;
+  MPI_Comm comm = g.comm;
+  int size = g.size;
+  job.post = [tensor, op, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+    requests.resize(1);
+    detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()),
+                                     detail::mpi_op(op, tensor.dtype()), comm, &requests[0]),
+                      "MPI_Iallreduce");
+  };
+  job.finish = [tensor, op, size](const std::vector<CollectiveDesc>&) {
+    if (op == ReduceOp::Avg) divide_in_place(tensor, size);
+    return std::vector<Tensor>{tensor};
+  };
+  return Work(g.submit("all_reduce", desc, what, g.check, std::move(job)));
+}
+
+Work ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
+  check_tensor("broadcast", tensor);
+  Impl& g = *impl_;
+  TG_CHECK(root >= 0 && root < g.size, "ProcessGroup: broadcast: root ", root, " is not a rank of this group of ", g.size);
+  CollectiveDesc desc = detail::describe(Collective::Broadcast, tensor, ReduceOp::Sum, root);
+  std::string what = what_of("broadcast", tensor, str_cat("root ", root));
+  tensor.storage()->bump_version();
+  if (tensor.device().is_cuda()) {
+    g.compare("broadcast", desc, what, false);
+    return Work(g.nccl_for(tensor.device().index()).broadcast(tensor, root));
+  }
+  MpiJob job;
+  MPI_Comm comm = g.comm;
+  job.post = [tensor, root, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+    requests.resize(1);
+    detail::check_mpi(MPI_Ibcast(address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()), root,
+                                 comm, &requests[0]),
+                      "MPI_Ibcast");
+  };
+  job.finish = [tensor](const std::vector<CollectiveDesc>&) { return std::vector<Tensor>{tensor}; };
+  return Work(g.submit("broadcast", desc, what, g.check, std::move(job)));
+}
+
+Work ProcessGroup::all_gather_async(const Tensor& input) {
+  check_tensor("all_gather", input, "input");
+  TG_CHECK(input.dim() <= CollectiveDesc::kMaxDims, "ProcessGroup: all_gather: tensors of at most ",
+           CollectiveDesc::kMaxDims, " dims, got ", input.dim());
+  Impl& g = *impl_;
+  CollectiveDesc desc = detail::describe(Collective::AllGather, input);
+  std::string what = what_of("all_gather", input);
+  // The shapes of every rank's input come from the descriptions (the exchange is always made).
+  if (input.device().is_cuda()) {
+    std::vector<CollectiveDesc> ranks = g.compare("all_gather", desc, what, true);
+    std::vector<Tensor> outputs;
+    for (const CollectiveDesc& d : ranks)
+      outputs.push_back(empty(d.shape(), TensorOptions(input.dtype()).device(input.device())));
+    return Work(g.nccl_for(input.device().index()).all_gather(outputs, input));
+  }
+  struct Buffers {
+    Tensor flat;
+    std::vector<int> counts, displacements;
+  };
+  auto buffers = std::make_shared<Buffers>();
+  MpiJob job;
+  job.keep_alive.push_back(buffers);
+  MPI_Comm comm = g.comm;
+  job.post = [input, buffers, comm](const std::vector<CollectiveDesc>& ranks, std::vector<MPI_Request>& requests) {
+    int64_t total = 0;
+    for (const CollectiveDesc& d : ranks) {
+      buffers->displacements.push_back(int(total));
+      buffers->counts.push_back(int(d.numel()));
+      total += d.numel();
+      TG_CHECK(total <= INT_MAX, "ProcessGroup: all_gather: the ranks' inputs have more than ", INT_MAX,
+               " elements in all");
+    }
+    buffers->flat = empty({total}, input.dtype());
+    MPI_Datatype type = detail::mpi_datatype(input.dtype());
+    requests.resize(1);
+    detail::check_mpi(MPI_Iallgatherv(address(input), int(input.numel()), type, address(buffers->flat),
+                                      buffers->counts.data(), buffers->displacements.data(), type, comm, &requests[0]),
+                      "MPI_Iallgatherv");
+  };
+  job.finish = [buffers](const std::vector<CollectiveDesc>& ranks) {
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> outputs;
+    for (size_t r = 0; r < ranks.size(); ++r)
+      outputs.push_back(buffers->flat.narrow(0, buffers->displacements[r], buffers->counts[r]).view(ranks[r].shape()));
+    return outputs;
+  };
+  return Work(g.submit("all_gather", desc, what, true, std::move(job)));
+}
+
+Work ProcessGroup::reduce_scatter_async(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  Impl& g = *impl_;
+  check_tensor("reduce_scatter", output, "output");
+  check_op("reduce_scatter", op, output.dtype());
+  TG_CHECK(int(inputs.size()) == g.size, "ProcessGroup: reduce_scatter: needs one input per rank (", g.size, "), got ",
+           inputs.size());
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    check_tensor("reduce_scatter", inputs[r], "input");
+    TG_CHECK(inputs[r].dtype() == output.dtype() && inputs[r].device() == output.device(),
+             "ProcessGroup: reduce_scatter: input ", r, " is ", dtype_name(inputs[r].dtype()), " on ",
+             inputs[r].device(), ", the output ", dtype_name(output.dtype()), " on ", output.device());
+  }
+  TG_CHECK(inputs[size_t(g.rank)].sizes() == output.sizes(), "ProcessGroup: reduce_scatter: the output of rank ",
+           g.rank, " has shape ", shape_str(output.sizes()), " but its piece, input ", g.rank, ", has shape ",
+           shape_str(inputs[size_t(g.rank)].sizes()));
+  CollectiveDesc desc = detail::describe(Collective::ReduceScatter, output, op, -1, inputs);
+  std::string what = what_of("reduce_scatter", output, reduce_op_name(op));
+  output.storage()->bump_version();
+  if (output.device().is_cuda()) {
+    g.compare("reduce_scatter", desc, what, false);
+    return Work(g.nccl_for(output.device().index()).reduce_scatter(output, inputs, op));
+  }
+  Tensor send;
+  std::vector<int> counts;
+  {
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> flat;
+    for (const Tensor& piece : inputs) {
+      flat.push_back(piece.reshape({-1}));
+      counts.push_back(int(piece.numel()));
+    }
+    send = cat(flat, 0);
+  }
+  TG_CHECK(send.numel() <= INT_MAX, "ProcessGroup: reduce_scatter: the inputs have more than ", INT_MAX,
+           " elements in all");
+  auto kept_counts = std::make_shared<std::vector<int>>(std::move(counts));
+  MpiJob job;
+  job.keep_alive.push_back(kept_counts);
+  MPI_Comm comm = g.comm;
+  int size = g.size;
+  job.post = [send, output, kept_counts, op, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+    requests.resize(1);
+    detail::check_mpi(MPI_Ireduce_scatter(address(send), address(output), kept_counts->data(),
+                                          detail::mpi_datatype(output.dtype()), detail::mpi_op(op, output.dtype()),
+                                          comm, &requests[0]),
+                      "MPI_Ireduce_scatter");
+  };
+  job.finish = [output, op, size](const std::vector<CollectiveDesc>&) {
+    if (op == ReduceOp::Avg) divide_in_place(output, size);
+    return std::vector<Tensor>{output};
+  };
+  return Work(g.submit("reduce_scatter", desc, what, g.check, std::move(job)));
+}
+
+Work ProcessGroup::barrier_async() {
+  Impl& g = *impl_;
+  MpiJob job;
+  MPI_Comm comm = g.comm;
+  job.post = [comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+    requests.resize(1);
+    detail::check_mpi(MPI_Ibarrier(comm, &requests[0]), "MPI_Ibarrier");
+  };
+  return Work(g.submit("barrier", detail::describe(Collective::Barrier, Tensor()), "barrier", g.check, std::move(job)));
+}
+
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op).wait(); }
+void ProcessGroup::broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root).wait(); }
+std::vector<Tensor> ProcessGroup::all_gather(const Tensor& input) { return all_gather_async(input).result(); }
+void ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  reduce_scatter_async(output, inputs, op).wait();
+}
+void ProcessGroup::barrier() { barrier_async().wait(); }
+
+}  // namespace tapegrad::distributed
