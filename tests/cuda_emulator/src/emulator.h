@@ -14,7 +14,10 @@
 
 // Whether AddressSanitizer instruments this build (gcc says __SANITIZE_ADDRESS__, clang
 // __has_feature): fiber switches are then annotated and the space after allocations poisoned.
-#if defined(__SANITIZE_ADDRESS__)
+// The build also defines it for the emulator's uninstrumented files (CMakeLists.txt), which must
+// still annotate fiber switches and poisoned memory for the instrumented code.
+#if defined(TG_EMU_ASAN)
+#elif defined(__SANITIZE_ADDRESS__)
 #define TG_EMU_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -475,7 +475,7 @@ void abandon(BlockRun& run) {
     if (t.fiber != nullptr) {
 #if defined(TG_EMU_ASAN)
       // The abandoned frames never returned: clear their stack redzones before the stack is reused.
-      ASAN_UNPOISON_MEMORY_REGION(t.fiber->stack.bottom, t.fiber->stack.size);
+      __asan_unpoison_memory_region(t.fiber->stack.bottom, t.fiber->stack.size);  // the macro is empty here
 #endif
       tls_idle_fibers.push_back(t.fiber);
     }
