@@ -87,7 +87,7 @@ TEST(LibTorchStyleTraining, CustomModelWithGroupsWarmupCosineAndClippingLearns) 
     schedule.step();
     if (step == 0) first_loss = loss.item();
     last_loss = loss.item();
-    if (step == kWarmup) {  // the warm-up reached the full rates, in both groups
+    if (step + 1 == kWarmup) {  // the warm-up reached the full rates, in both groups
       EXPECT_NEAR(opt.param_groups()[0].lr(), 1e-2, 1e-9);
       EXPECT_NEAR(opt.param_groups()[1].lr(), 3e-2, 1e-9);
     }
