@@ -100,9 +100,8 @@ constexpr int kColTile = 32;
 constexpr int kRowStripes = 8;
 
 template <class T>
-__global__ void layer_norm_param_partials_kernel(const T* grad_y, const T* x, const Acc<T>* mean,
-                                                 const Acc<T>* rstd, Acc<T>* partial, int64_t rows, int64_t cols,
-                                                 int64_t slice_rows) {
+__global__ void layer_norm_param_partials_kernel(const T* grad_y, const T* x, const Acc<T>* mean, const Acc<T>* rstd,
+                                                 Acc<T>* partial, int64_t rows, int64_t cols, int64_t slice_rows) {
   using C = Acc<T>;
   TG_SHARED_ARRAY(C, stripe_w, kRowStripes * kColTile);
   TG_SHARED_ARRAY(C, stripe_b, kRowStripes * kColTile);
@@ -223,8 +222,7 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
         (dy, in, m, s, w, dx, rows, cols);
       } else {
         using Tiling = RowTiling<kBlockThreads>;
-        TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream,
-                         layer_norm_backward_kernel<kBlockThreads, T>)
+        TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_backward_kernel<kBlockThreads, T>)
         (dy, in, m, s, w, dx, rows, cols);
       }
       TG_CUDA_CHECK_LAUNCH("layer_norm_backward");

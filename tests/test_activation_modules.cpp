@@ -20,14 +20,20 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<double> kPoints = {-30.0, -3.0, -1.0, -0.5, -1e-3, 0.0, 1e-3, 0.5, 1.0, 3.0, 15.0, 30.0};
 
-Tensor points() { return tensor<double>(kPoints, {static_cast<int64_t>(kPoints.size())}); }
+Tensor points() {
+  return tensor<double>(kPoints, {static_cast<int64_t>(kPoints.size())});
+}
 
 // PyTorch's formulas, written here in double.
-double leaky_relu_ref(double x, double slope) { return x > 0 ? x : slope * x; }
+double leaky_relu_ref(double x, double slope) {
+  return x > 0 ? x : slope * x;
+}
 double softplus_ref(double x, double beta, double threshold) {
   return beta * x > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
 }
-double elu_ref(double x, double alpha) { return x > 0 ? x : alpha * std::expm1(x); }
+double elu_ref(double x, double alpha) {
+  return x > 0 ? x : alpha * std::expm1(x);
+}
 
 void expect_values(nn::UnaryModule& m, double (*ref)(double, double, double), double a, double b,
                    const std::string& what) {
@@ -52,10 +58,13 @@ void expect_same_as_op(nn::UnaryModule& m, const std::function<Tensor(const Tens
 TEST(ActivationModules, LeakyReLU) {
   nn::LeakyReLU defaults;
   EXPECT_EQ(defaults.negative_slope(), 0.01);
-  expect_values(defaults, [](double x, double s, double) { return leaky_relu_ref(x, s); }, 0.01, 0, "default");
+  expect_values(
+      defaults, [](double x, double s, double) { return leaky_relu_ref(x, s); }, 0.01, 0, "default");
   nn::LeakyReLU steep(0.2);
-  expect_values(steep, [](double x, double s, double) { return leaky_relu_ref(x, s); }, 0.2, 0, "0.2");
-  expect_same_as_op(steep, [](const Tensor& x) { return leaky_relu(x, 0.2); }, "LeakyReLU(0.2)");
+  expect_values(
+      steep, [](double x, double s, double) { return leaky_relu_ref(x, s); }, 0.2, 0, "0.2");
+  expect_same_as_op(
+      steep, [](const Tensor& x) { return leaky_relu(x, 0.2); }, "LeakyReLU(0.2)");
   EXPECT_EQ(defaults.str(), "LeakyReLU(negative_slope=0.01)");
   EXPECT_EQ(steep.str(), "LeakyReLU(negative_slope=0.2)");
   EXPECT_EQ(nn::LeakyReLU(1).str(), "LeakyReLU(negative_slope=1.0)");
@@ -69,7 +78,8 @@ TEST(ActivationModules, Softplus) {
   // beta * x = 30 > threshold: x itself; beta * x = 15 is computed.
   nn::Softplus sharp(2.0, 10.0);
   expect_values(sharp, softplus_ref, 2.0, 10.0, "beta 2, threshold 10");
-  expect_same_as_op(sharp, [](const Tensor& x) { return softplus(x, 2.0, 10.0); }, "Softplus(2, 10)");
+  expect_same_as_op(
+      sharp, [](const Tensor& x) { return softplus(x, 2.0, 10.0); }, "Softplus(2, 10)");
   EXPECT_EQ(defaults.str(), "Softplus(beta=1.0, threshold=20.0)");
   EXPECT_EQ(sharp.str(), "Softplus(beta=2.0, threshold=10.0)");
   EXPECT_EQ(nn::Softplus(0.5, kInf).str(), "Softplus(beta=0.5, threshold=inf)");
@@ -78,10 +88,13 @@ TEST(ActivationModules, Softplus) {
 TEST(ActivationModules, ELU) {
   nn::ELU defaults;
   EXPECT_EQ(defaults.alpha(), 1.0);
-  expect_values(defaults, [](double x, double a, double) { return elu_ref(x, a); }, 1.0, 0, "default");
+  expect_values(
+      defaults, [](double x, double a, double) { return elu_ref(x, a); }, 1.0, 0, "default");
   nn::ELU half(0.5);
-  expect_values(half, [](double x, double a, double) { return elu_ref(x, a); }, 0.5, 0, "0.5");
-  expect_same_as_op(half, [](const Tensor& x) { return elu(x, 0.5); }, "ELU(0.5)");
+  expect_values(
+      half, [](double x, double a, double) { return elu_ref(x, a); }, 0.5, 0, "0.5");
+  expect_same_as_op(
+      half, [](const Tensor& x) { return elu(x, 0.5); }, "ELU(0.5)");
   EXPECT_EQ(defaults.str(), "ELU(alpha=1.0)");
   EXPECT_EQ(half.str(), "ELU(alpha=0.5)");
 }

@@ -79,8 +79,8 @@ struct Affine {
   bool weight, bias;
   const char* name;
 };
-constexpr Affine kAffines[] = {{true, true, "weight+bias"}, {true, false, "weight"}, {false, true, "bias"},
-                               {false, false, "none"}};
+constexpr Affine kAffines[] = {
+    {true, true, "weight+bias"}, {true, false, "weight"}, {false, true, "bias"}, {false, false, "none"}};
 
 // Forward values and all three gradients against the reference, for shapes that cover one row,
 // rows shorter and longer than the 16 vector lanes, several normalised dims, and enough rows
@@ -89,17 +89,17 @@ TEST(LayerNorm, ValuesAndGradientsMatchPyTorchFormula) {
   struct Case {
     Shape input, normalized;
   };
-  const std::vector<Case> cases = {{{6}, {6}},          {{5, 1}, {1}},     {{4, 15}, {15}},        {{3, 16}, {16}},
-                                   {{7, 17}, {17}},     {{2, 3, 4, 5}, {4, 5}}, {{4096, 33}, {33}}, {{3, 5000}, {5000}},
-                                   {{2, 3, 4}, {2, 3, 4}}};
+  const std::vector<Case> cases = {{{6}, {6}},         {{5, 1}, {1}},       {{4, 15}, {15}},
+                                   {{3, 16}, {16}},    {{7, 17}, {17}},     {{2, 3, 4, 5}, {4, 5}},
+                                   {{4096, 33}, {33}}, {{3, 5000}, {5000}}, {{2, 3, 4}, {2, 3, 4}}};
   uint64_t seed = 1;
   for (DType dtype : {kFloat32, kFloat64}) {
     const double tol = dtype == kFloat32 ? 2e-5 : 1e-12;
     for (const Case& c : cases) {
       for (const Affine& a : kAffines) {
         const int64_t cols = shape_numel(c.normalized);
-        const std::string what = shape_str(c.input) + " over " + shape_str(c.normalized) + " " + a.name + " " +
-                                 dtype_name(dtype);
+        const std::string what =
+            shape_str(c.input) + " over " + shape_str(c.normalized) + " " + a.name + " " + dtype_name(dtype);
         // Rows far from zero (offset 3) with a spread of 2: the mean matters.
         Tensor x = uniform(c.input, kFloat64, seed++, 2.0, 4.0);
         Tensor w = a.weight ? uniform(c.normalized, kFloat64, seed++, 0.5, 1.5) : Tensor();
@@ -145,9 +145,9 @@ TEST(LayerNorm, HandComputedValues) {
   const double s = 1.0 / std::sqrt(1.25 + 1e-5);
   testing::expect_close(layer_norm(x, {4}), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s}, 1e-15);
   Tensor w = tensor<double>({1, 2, 3, 4}, {4}), b = tensor<double>({0, 1, 0, -1}, {4});
-  testing::expect_close(layer_norm(x, {4}, w, b, 0.25), {-1.5 / std::sqrt(1.5), -1.0 / std::sqrt(1.5) + 1,
-                                                          1.5 / std::sqrt(1.5), 6.0 / std::sqrt(1.5) - 1},
-                        1e-14);
+  testing::expect_close(
+      layer_norm(x, {4}, w, b, 0.25),
+      {-1.5 / std::sqrt(1.5), -1.0 / std::sqrt(1.5) + 1, 1.5 / std::sqrt(1.5), 6.0 / std::sqrt(1.5) - 1}, 1e-14);
   // A constant row normalises to 0 (rstd = 1 / sqrt(eps)): the output is the bias.
   Tensor flat = full({2, 3}, 7.0, kFloat32);
   testing::expect_close(layer_norm(flat, {3}, Tensor(), tensor<float>({1, 2, 3}, {3})), {1, 2, 3, 1, 2, 3}, 0);
@@ -253,10 +253,12 @@ TEST(LayerNormGradcheck, InputWeightBias) {
   using testing::leaf;
   expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {5}, v[1], v[2]); },
                    {leaf({3, 5}, 1), leaf({5}, 2), leaf({5}, 3)}, "[3, 5] over [5]");
-  expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {3, 4}, v[1], v[2], 1e-3); },
-                   {leaf({2, 3, 4}, 4), leaf({3, 4}, 5), leaf({3, 4}, 6)}, "[2, 3, 4] over [3, 4], eps 1e-3");
-  expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {7}); }, {leaf({4, 7}, 7)},
-                   "no affine");
+  expect_gradcheck(
+      [](const std::vector<Tensor>& v) {
+        return layer_norm(v[0], {3, 4}, v[1], v[2], 1e-3);
+      },
+      {leaf({2, 3, 4}, 4), leaf({3, 4}, 5), leaf({3, 4}, 6)}, "[2, 3, 4] over [3, 4], eps 1e-3");
+  expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {7}); }, {leaf({4, 7}, 7)}, "no affine");
   expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {6}, v[1]); },
                    {leaf({2, 6}, 8), leaf({6}, 9)}, "weight only");
   expect_gradcheck([](const std::vector<Tensor>& v) { return layer_norm(v[0], {6}, Tensor(), v[1]); },

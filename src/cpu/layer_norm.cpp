@@ -17,7 +17,9 @@ namespace {
 
 // Rows per thread: a row is a few vectorised passes, as in softmax.cpp, so a thread's share should
 // be at least 16384 elements for a parallel region to pay off.
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+}
 
 constexpr int64_t kLanes = 16;
 
@@ -67,11 +69,8 @@ TG_ALWAYS_INLINE void layer_norm_rows(const T* x, const T* weight, const T* bias
     T* __restrict out = y + r * cols;
     const T shift = row[0];  // see math/layer_norm.h
     const T m = shift + lane_sum<T>(cols, [&](int64_t c) { return row[c] - shift; }) / T(cols);
-    const T var = lane_sum<T>(cols, [&](int64_t c) {
-                    const T d = row[c] - m;
-                    return d * d;
-                  }) /
-                  T(cols);
+    auto squared_deviation = [&](int64_t c) { return (row[c] - m) * (row[c] - m); };
+    const T var = lane_sum<T>(cols, squared_deviation) / T(cols);
     const T s = math::layer_norm_rstd(var, eps);
     mean[r] = m;
     rstd[r] = s;
@@ -102,26 +101,23 @@ TG_ALWAYS_INLINE void layer_norm_backward_rows(const T* grad_y, const T* x, cons
     const T* __restrict dy = grad_y + r * cols;
     const T* __restrict row = x + r * cols;
     const T m = mean[r], s = rstd[r];
+    auto xhat = [&](int64_t c) { return (row[c] - m) * s; };
     if (grad_x != nullptr) {
       T* __restrict dx = grad_x + r * cols;
-      T sum_dxhat, sum_dxhat_xhat;
-      if (w != nullptr) {
-        lane_sums<T>(
-            cols, [&](int64_t c) { return dy[c] * w[c]; },
-            [&](int64_t c) { return dy[c] * w[c] * ((row[c] - m) * s); }, sum_dxhat, sum_dxhat_xhat);
+      // The same two passes with dxhat = dy * w, or dy without a weight.
+      auto write_dx = [&](const auto& dxhat) {
+        T sum_dxhat, sum_dxhat_xhat;
+        lane_sums<T>(cols, dxhat, [&](int64_t c) { return dxhat(c) * xhat(c); }, sum_dxhat, sum_dxhat_xhat);
         for (int64_t c = 0; c < cols; ++c)
-          dx[c] = math::layer_norm_backward_element(dy[c] * w[c], (row[c] - m) * s, s, sum_dxhat, sum_dxhat_xhat,
-                                                    inv_n);
-      } else {
-        lane_sums<T>(
-            cols, [&](int64_t c) { return dy[c]; }, [&](int64_t c) { return dy[c] * ((row[c] - m) * s); },
-            sum_dxhat, sum_dxhat_xhat);
-        for (int64_t c = 0; c < cols; ++c)
-          dx[c] = math::layer_norm_backward_element(dy[c], (row[c] - m) * s, s, sum_dxhat, sum_dxhat_xhat, inv_n);
-      }
+          dx[c] = math::layer_norm_backward_element(dxhat(c), xhat(c), s, sum_dxhat, sum_dxhat_xhat, inv_n);
+      };
+      if (w != nullptr)
+        write_dx([&](int64_t c) { return dy[c] * w[c]; });
+      else
+        write_dx([&](int64_t c) { return dy[c]; });
     }
     if (dw != nullptr)
-      for (int64_t c = 0; c < cols; ++c) dw[c] += dy[c] * ((row[c] - m) * s);
+      for (int64_t c = 0; c < cols; ++c) dw[c] += dy[c] * xhat(c);
     if (db != nullptr)
       for (int64_t c = 0; c < cols; ++c) db[c] += dy[c];
   }
@@ -133,22 +129,21 @@ TG_VECTOR_CLONES void layer_norm_rows_f32(const float* x, const float* w, const 
   layer_norm_rows(x, w, b, eps, y, mean, rstd, cols, r0, r1);
 }
 TG_VECTOR_CLONES void layer_norm_backward_rows_f32(const float* dy, const float* x, const float* mean,
-                                                   const float* rstd, const float* w, float* dx, float* dw,
-                                                   float* db, int64_t cols, int64_t r0, int64_t r1) {
+                                                   const float* rstd, const float* w, float* dx, float* dw, float* db,
+                                                   int64_t cols, int64_t r0, int64_t r1) {
   layer_norm_backward_rows(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
 }
 
-void run_layer_norm_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean,
-                         float* rstd, int64_t cols, int64_t r0, int64_t r1) {
+void run_layer_norm_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean, float* rstd,
+                         int64_t cols, int64_t r0, int64_t r1) {
   layer_norm_rows_f32(x, w, b, eps, y, mean, rstd, cols, r0, r1);
 }
 void run_layer_norm_rows(const double* x, const double* w, const double* b, double eps, double* y, double* mean,
                          double* rstd, int64_t cols, int64_t r0, int64_t r1) {
   layer_norm_rows(x, w, b, eps, y, mean, rstd, cols, r0, r1);
 }
-void run_layer_norm_backward_rows(const float* dy, const float* x, const float* mean, const float* rstd,
-                                  const float* w, float* dx, float* dw, float* db, int64_t cols, int64_t r0,
-                                  int64_t r1) {
+void run_layer_norm_backward_rows(const float* dy, const float* x, const float* mean, const float* rstd, const float* w,
+                                  float* dx, float* dw, float* db, int64_t cols, int64_t r0, int64_t r1) {
   layer_norm_backward_rows_f32(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
 }
 void run_layer_norm_backward_rows(const double* dy, const double* x, const double* mean, const double* rstd,

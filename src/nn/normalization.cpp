@@ -29,7 +29,9 @@ LayerNorm::LayerNorm(std::initializer_list<int64_t> normalized_shape, double eps
                      bool with_bias)
     : LayerNorm(Shape(normalized_shape), eps, elementwise_affine, with_bias) {}
 
-Tensor LayerNorm::forward(const Tensor& input) { return layer_norm(input, normalized_shape_, weight, bias, eps_); }
+Tensor LayerNorm::forward(const Tensor& input) {
+  return layer_norm(input, normalized_shape_, weight, bias, eps_);
+}
 
 // PyTorch prints normalized_shape as a Python tuple: (16,) or (4, 8).
 std::string LayerNorm::extra_repr() const {

@@ -67,25 +67,23 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     SavedTensor saved_x = x, saved_mean = mean, saved_rstd = rstd;
     SavedTensor saved_w = need_x && w.defined() ? SavedTensor(w) : SavedTensor();
     const Shape input_shape = input.sizes();
-    record("layer_norm", {input, weight, bias}, {out},
-           [=](const std::vector<Tensor>& g) {
-             const Device dev = g[0].device();
-             Tensor grad_x = need_x ? empty_tensor(input_shape, dtype, dev) : Tensor();
-             Tensor grad_w = need_w ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
-             Tensor grad_b = need_b ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
-             if (rows > 0 && cols > 0) {
-               TG_KERNEL(dev, layer_norm_backward)
-               (g[0].contiguous().reshape({rows, cols}), saved_x.get(), saved_mean.get(), saved_rstd.get(),
-                saved_w.defined() ? saved_w.get() : Tensor(),
-                grad_x.defined() ? grad_x.reshape({rows, cols}) : Tensor(), flat_parameter(grad_w, cols),
-                flat_parameter(grad_b, cols));
-             } else {
-               // No rows: the parameter gradients are empty sums.
-               if (grad_w.defined() && grad_w.numel() > 0) TG_KERNEL(dev, fill)(grad_w, 0.0);
-               if (grad_b.defined() && grad_b.numel() > 0) TG_KERNEL(dev, fill)(grad_b, 0.0);
-             }
-             return std::vector<Tensor>{grad_x, grad_w, grad_b};
-           });
+    record("layer_norm", {input, weight, bias}, {out}, [=](const std::vector<Tensor>& g) {
+      const Device dev = g[0].device();
+      Tensor grad_x = need_x ? empty_tensor(input_shape, dtype, dev) : Tensor();
+      Tensor grad_w = need_w ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
+      Tensor grad_b = need_b ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
+      if (rows > 0 && cols > 0) {
+        TG_KERNEL(dev, layer_norm_backward)
+        (g[0].contiguous().reshape({rows, cols}), saved_x.get(), saved_mean.get(), saved_rstd.get(),
+         saved_w.defined() ? saved_w.get() : Tensor(), grad_x.defined() ? grad_x.reshape({rows, cols}) : Tensor(),
+         flat_parameter(grad_w, cols), flat_parameter(grad_b, cols));
+      } else {
+        // No rows: the parameter gradients are empty sums.
+        if (grad_w.defined() && grad_w.numel() > 0) TG_KERNEL(dev, fill)(grad_w, 0.0);
+        if (grad_b.defined() && grad_b.numel() > 0) TG_KERNEL(dev, fill)(grad_b, 0.0);
+      }
+      return std::vector<Tensor>{grad_x, grad_w, grad_b};
+    });
   }
   return out;
 }
