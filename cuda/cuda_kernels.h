@@ -11,7 +11,7 @@ Allocator& device_allocator();
 
 void register_memory(backend::KernelTable& table);     // allocator, host<->device copies
 void register_pointwise(backend::KernelTable& table);  // copy, fill, arange, random, unary, binary, compare, where, clamp
-void register_reductions(backend::KernelTable& table); // reduce, softmax, cross-entropy, index ops
+void register_reductions(backend::KernelTable& table); // reduce, softmax, layer_norm, cross-entropy, index ops
 void register_blas(backend::KernelTable& table);       // gemm, bmm (cuBLAS)
 void register_lstm(backend::KernelTable& table);       // the fused LSTM cell
 void register_optim(backend::KernelTable& table);      // SGD / Adam, multi-tensor

@@ -1,6 +1,6 @@
-// The slots of the reduction family (reduce.cu, softmax.cu, cross_entropy.cu, indexing.cu), which
-// reductions.cu registers. Signatures and overwrite/accumulate contracts are those of
-// backend/kernel_table.h.
+// The slots of the reduction family (reduce.cu, softmax.cu, layer_norm.cu, cross_entropy.cu,
+// indexing.cu), which reductions.cu registers. Signatures and overwrite/accumulate contracts are
+// those of backend/kernel_slots.def.
 #pragma once
 
 #include "backend/kernel_table.h"
@@ -17,6 +17,13 @@ void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const
 // softmax.cu
 void softmax(const Tensor& x, const Tensor& out, bool log);
 void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
+
+// layer_norm.cu
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias);
 
 // cross_entropy.cu
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,

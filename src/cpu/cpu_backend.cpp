@@ -27,6 +27,8 @@ void register_cpu_backend() {
   t.softmax_backward = cpu::softmax_backward;
   t.cross_entropy = cpu::cross_entropy;
   t.cross_entropy_backward = cpu::cross_entropy_backward;
+  t.layer_norm = cpu::layer_norm;
+  t.layer_norm_backward = cpu::layer_norm_backward;
   t.index_select = cpu::index_select;
   t.index_add = cpu::index_add;
   t.gather = cpu::gather;

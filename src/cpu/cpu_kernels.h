@@ -48,6 +48,13 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, con
                             const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
                             double label_smoothing);
 
+// layer_norm.cpp
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias);
+
 // indexing.cpp
 void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);

@@ -1,0 +1,238 @@
+// Layer normalisation on the CPU, forward and backward, one row per task like softmax.cpp. The
+// formulas are math/layer_norm.h, shared with the CUDA kernels. Float runs the row bodies compiled
+// per instruction set (TG_VECTOR_CLONES); row sums keep kLanes partial results so the loops
+// vectorise in an order fixed by the row length, not by the machine's vector width.
+#include <algorithm>
+#include <vector>
+
+#include "cpu/cpu_kernels.h"
+#include "cpu/dtype_dispatch.h"
+#include "cpu/parallel.h"
+#include "cpu/vec_math.h"
+#include "math/layer_norm.h"
+
+namespace tapegrad::cpu {
+
+namespace {
+
+// Rows per thread: a row is a few vectorised passes, as in softmax.cpp, so a thread's share should
+// be at least 16384 elements for a parallel region to pay off.
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+}
+
+constexpr int64_t kLanes = 16;
+
+// Sums of f(c) and g(c) over [0, n), each in kLanes interleaved partial sums, then those in order.
+template <class T, class F, class G>
+TG_ALWAYS_INLINE void lane_sums(int64_t n, const F& f, const G& g, T& f_total, T& g_total) {
+  T fp[kLanes] = {}, gp[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) {
+      fp[k] += f(c + k);
+      gp[k] += g(c + k);
+    }
+  for (int64_t k = 0; c + k < n; ++k) {
+    fp[k] += f(c + k);
+    gp[k] += g(c + k);
+  }
+  f_total = 0;
+  g_total = 0;
+  for (int64_t k = 0; k < kLanes; ++k) {
+    f_total += fp[k];
+    g_total += gp[k];
+  }
+}
+
+template <class T, class F>
+TG_ALWAYS_INLINE T lane_sum(int64_t n, const F& f) {
+  T part[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) part[k] += f(c + k);
+  for (int64_t k = 0; c + k < n; ++k) part[k] += f(c + k);
+  T total = 0;
+  for (int64_t k = 0; k < kLanes; ++k) total += part[k];
+  return total;
+}
+
+// Rows [r0, r1): mean and variance in two passes over the row (it stays in cache), which keeps the
+// variance exact for rows far from zero, where one-pass sum(x^2) - mean^2 cancels.
+template <class T>
+TG_ALWAYS_INLINE void layer_norm_rows(const T* x, const T* weight, const T* bias, T eps, T* y, T* mean, T* rstd,
+                                      int64_t cols, int64_t r0, int64_t r1) {
+  const T* __restrict w = weight;
+  const T* __restrict b = bias;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict row = x + r * cols;
+    T* __restrict out = y + r * cols;
+    const T shift = row[0];  // see math/layer_norm.h
+    const T m = shift + lane_sum<T>(cols, [&](int64_t c) { return row[c] - shift; }) / T(cols);
+    auto squared_deviation = [&](int64_t c) { return (row[c] - m) * (row[c] - m); };
+    const T var = lane_sum<T>(cols, squared_deviation) / T(cols);
+    const T s = math::layer_norm_rstd(var, eps);
+    mean[r] = m;
+    rstd[r] = s;
+    // The four affine cases as separate loops, so none branches per element.
+    if (w != nullptr && b != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::layer_norm_element(row[c], m, s, w[c], b[c]);
+    } else if (w != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::layer_norm_element(row[c], m, s, w[c], T(0));
+    } else if (b != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::layer_norm_element(row[c], m, s, T(1), b[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::layer_norm_element(row[c], m, s, T(1), T(0));
+    }
+  }
+}
+
+// Rows [r0, r1): overwrites dx (when not null) and adds each row's dy * xhat and dy into dw_part
+// and db_part (when not null).
+template <class T>
+TG_ALWAYS_INLINE void layer_norm_backward_rows(const T* grad_y, const T* x, const T* mean, const T* rstd,
+                                               const T* weight, T* grad_x, T* dw_part, T* db_part, int64_t cols,
+                                               int64_t r0, int64_t r1) {
+  const T inv_n = T(1) / T(cols);
+  const T* __restrict w = weight;
+  T* __restrict dw = dw_part;
+  T* __restrict db = db_part;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict dy = grad_y + r * cols;
+    const T* __restrict row = x + r * cols;
+    const T m = mean[r], s = rstd[r];
+    auto xhat = [&](int64_t c) { return (row[c] - m) * s; };
+    if (grad_x != nullptr) {
+      T* __restrict dx = grad_x + r * cols;
+      // The same two passes with dxhat = dy * w, or dy without a weight.
+      auto write_dx = [&](const auto& dxhat) {
+        T sum_dxhat, sum_dxhat_xhat;
+        lane_sums<T>(cols, dxhat, [&](int64_t c) { return dxhat(c) * xhat(c); }, sum_dxhat, sum_dxhat_xhat);
+        for (int64_t c = 0; c < cols; ++c)
+          dx[c] = math::layer_norm_backward_element(dxhat(c), xhat(c), s, sum_dxhat, sum_dxhat_xhat, inv_n);
+      };
+      if (w != nullptr)
+        write_dx([&](int64_t c) { return dy[c] * w[c]; });
+      else
+        write_dx([&](int64_t c) { return dy[c]; });
+    }
+    if (dw != nullptr)
+      for (int64_t c = 0; c < cols; ++c) dw[c] += dy[c] * xhat(c);
+    if (db != nullptr)
+      for (int64_t c = 0; c < cols; ++c) db[c] += dy[c];
+  }
+}
+
+// The float instantiations, once per instruction set.
+TG_VECTOR_CLONES void layer_norm_rows_f32(const float* x, const float* w, const float* b, float eps, float* y,
+                                          float* mean, float* rstd, int64_t cols, int64_t r0, int64_t r1) {
+  layer_norm_rows(x, w, b, eps, y, mean, rstd, cols, r0, r1);
+}
+TG_VECTOR_CLONES void layer_norm_backward_rows_f32(const float* dy, const float* x, const float* mean,
+                                                   const float* rstd, const float* w, float* dx, float* dw, float* db,
+                                                   int64_t cols, int64_t r0, int64_t r1) {
+  layer_norm_backward_rows(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
+}
+
+void run_layer_norm_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean, float* rstd,
+                         int64_t cols, int64_t r0, int64_t r1) {
+  layer_norm_rows_f32(x, w, b, eps, y, mean, rstd, cols, r0, r1);
+}
+void run_layer_norm_rows(const double* x, const double* w, const double* b, double eps, double* y, double* mean,
+                         double* rstd, int64_t cols, int64_t r0, int64_t r1) {
+  layer_norm_rows(x, w, b, eps, y, mean, rstd, cols, r0, r1);
+}
+void run_layer_norm_backward_rows(const float* dy, const float* x, const float* mean, const float* rstd, const float* w,
+                                  float* dx, float* dw, float* db, int64_t cols, int64_t r0, int64_t r1) {
+  layer_norm_backward_rows_f32(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
+}
+void run_layer_norm_backward_rows(const double* dy, const double* x, const double* mean, const double* rstd,
+                                  const double* w, double* dx, double* dw, double* db, int64_t cols, int64_t r0,
+                                  int64_t r1) {
+  layer_norm_backward_rows(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
+}
+
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mutable_data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Note [layer_norm parameter gradients]: dw and db are sums over all rows. The rows are cut into
+// blocks whose size depends only on the shape (at least a thread's grain, at most kMaxBlocks
+// blocks); each block sums its rows in order into its own partial row while they are in cache
+// from the dx pass, and the partials are then added in block order in double. The result is
+// therefore the same for every thread count, and the partials take at most kMaxBlocks * 2 * cols.
+constexpr int64_t kMaxBlocks = 256;
+
+}  // namespace
+
+// Overwrites y, mean and rstd; x and y contiguous [rows, cols].
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x.data_ptr());
+    const T* w = data_or_null<T>(weight);
+    const T* b = data_or_null<T>(bias);
+    T* out = static_cast<T*>(y.data_ptr());
+    T* m = static_cast<T*>(mean.data_ptr());
+    T* s = static_cast<T*>(rstd.data_ptr());
+    const T e = static_cast<T>(eps);
+    parallel_for(0, rows, row_grain(cols),
+                 [&](int64_t r0, int64_t r1) { run_layer_norm_rows(in, w, b, e, out, m, s, cols, r0, r1); });
+  });
+}
+
+// Overwrites whichever of grad_x, grad_weight and grad_bias is defined.
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dy = static_cast<const T*>(grad_y.data_ptr());
+    const T* in = static_cast<const T*>(x.data_ptr());
+    const T* m = static_cast<const T*>(mean.data_ptr());
+    const T* s = static_cast<const T*>(rstd.data_ptr());
+    const T* w = data_or_null<T>(weight);
+    T* dx = mutable_data_or_null<T>(grad_x);
+    T* dw = mutable_data_or_null<T>(grad_weight);
+    T* db = mutable_data_or_null<T>(grad_bias);
+    if (dw == nullptr && db == nullptr) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        run_layer_norm_backward_rows(dy, in, m, s, w, dx, nullptr, nullptr, cols, r0, r1);
+      });
+      return;
+    }
+    // Note [layer_norm parameter gradients]
+    const int64_t block_rows = std::max(row_grain(cols), (rows + kMaxBlocks - 1) / kMaxBlocks);
+    const int64_t blocks = (rows + block_rows - 1) / block_rows;
+    std::vector<T> partial(static_cast<size_t>(blocks * 2 * cols), T(0));  // per block: dw part, db part
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t block = b0; block < b1; ++block) {
+        T* part = partial.data() + block * 2 * cols;
+        const int64_t r0 = block * block_rows, r1 = std::min(rows, r0 + block_rows);
+        run_layer_norm_backward_rows(dy, in, m, s, w, dx, dw ? part : nullptr, db ? part + cols : nullptr, cols, r0,
+                                     r1);
+      }
+    });
+    parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / blocks), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double sum_w = 0, sum_b = 0;
+        for (int64_t block = 0; block < blocks; ++block) {
+          sum_w += static_cast<double>(partial[block * 2 * cols + c]);
+          sum_b += static_cast<double>(partial[block * 2 * cols + cols + c]);
+        }
+        if (dw != nullptr) dw[c] = static_cast<T>(sum_w);
+        if (db != nullptr) db[c] = static_cast<T>(sum_b);
+      }
+    });
+  });
+}
+
+}  // namespace tapegrad::cpu
