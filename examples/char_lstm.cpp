@@ -145,7 +145,14 @@ Checkpoint read_checkpoint(const std::string& path) {
   } catch (const Error& e) {
     throw Error(std::string("--resume: ") + e.what());
   }
-  Checkpoint ck{metadata, {}, {}, Vocab::from_state_dict(tensors), {}, {}};
+  Vocab vocab = [&] {
+    try {
+      return Vocab::from_state_dict(tensors);
+    } catch (const Error& e) {
+      throw Error("--resume: " + path + ": " + e.what());
+    }
+  }();
+  Checkpoint ck{metadata, {}, {}, vocab, {}, {}};
   for (auto& [name, t] : tensors) {
     if (name.rfind("model.", 0) == 0) ck.model.emplace_back(name.substr(6), t);
     else if (name.rfind("optim.", 0) == 0) ck.optim.emplace_back(name.substr(6), t);

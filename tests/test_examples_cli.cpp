@@ -264,6 +264,11 @@ TEST_F(CharLstmCli, TrainsCheckpointsResumesAndSamples) {
   EXPECT_NE(resumed.output.find("resumed from " + ckpt + " at epoch 3, batch 1"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("epoch  3  train loss"), std::string::npos) << resumed.output;
   EXPECT_EQ(resumed.output.find("epoch  2  train loss"), std::string::npos) << resumed.output;
+  Outcome limited = run("char_lstm", tiny(data, "--epochs 1 --limit-records 5"));
+  EXPECT_EQ(limited.status, 0) << limited.output;
+  EXPECT_NE(limited.output.find("5 train / 5 validation records"), std::string::npos) << limited.output;
+  EXPECT_NE(limited.output.find("2 batches/epoch"), std::string::npos) << limited.output;
+
   Outcome done = run("char_lstm", tiny(data, "--epochs 3 --resume " + ckpt));
   EXPECT_EQ(done.status, 0) << done.output;
   EXPECT_NE(done.output.find("nothing to train"), std::string::npos) << done.output;
@@ -279,6 +284,11 @@ TEST_F(CharLstmCli, TrainsCheckpointsResumesAndSamples) {
   const std::string other = path("other");
   write_corpus(other, {"zzz xyzzy QQQ 0123456789"});
   expect_failure("char_lstm", tiny(other, "--epochs 4 --resume " + ckpt), "another vocabulary");
+  StateDict no_vocab;
+  for (auto& [name, t] : load_safetensors(ckpt))
+    if (name.rfind("vocab.", 0) != 0) no_vocab.emplace_back(name, t);
+  save_safetensors(path("no_vocab.safetensors"), no_vocab, load_safetensors_metadata(ckpt));
+  expect_failure("char_lstm", "--device cpu --sample 5 --resume " + path("no_vocab.safetensors"), "no entry 'vocab.");
   save_safetensors(path("plain.safetensors"), load_safetensors(ckpt));  // no metadata
   expect_failure("char_lstm", tiny(data, "--epochs 4 --resume " + path("plain.safetensors")), "no 'epoch'");
 }
@@ -298,6 +308,16 @@ TEST_F(CharLstmCli, TimeLimitStopsCleanlyAndResumesMidEpoch) {
   EXPECT_NE(resumed.output.find("at epoch 1, batch 2"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("epoch  1  train loss"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("epoch  2  train loss"), std::string::npos) << resumed.output;
+
+  // The stopped and resumed run ends where an uninterrupted one does.
+  Outcome whole = run("char_lstm", tiny(data, "--epochs 2"));
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  auto epoch2 = [](const std::string& output) {
+    const size_t from = output.find("epoch  2  train loss"), to = output.find(" bpc", from);
+    return from == std::string::npos || to == std::string::npos ? std::string("(none)") : output.substr(from, to - from);
+  };
+  EXPECT_EQ(epoch2(resumed.output), epoch2(whole.output)) << resumed.output << "\n" << whole.output;
+  EXPECT_NE(epoch2(whole.output), "(none)");
 
   // A position the epoch does not have (another --batch-size, say) is refused.
   std::map<std::string, std::string> metadata = load_safetensors_metadata(ckpt);
