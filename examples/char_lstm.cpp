@@ -128,6 +128,18 @@ int64_t metadata_int(const std::map<std::string, std::string>& metadata, const s
   }
 }
 
+uint64_t metadata_uint64(const std::map<std::string, std::string>& metadata, const std::string& path,
+                         const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    throw Error("--resume: " + path + " has no '" + key + "' in its metadata (not a char_lstm checkpoint)");
+  try {
+    return examples::parse_uint64(key, it->second);
+  } catch (const UsageError&) {
+    throw Error("--resume: " + path + " records " + key + " '" + it->second + "', expected a non-negative integer");
+  }
+}
+
 struct Checkpoint {
   std::map<std::string, std::string> metadata;
   StateDict model, optim;
@@ -290,9 +302,8 @@ int train(const Options& o, Device device) {
                   " batches of epoch " + std::to_string(start.epoch) + ", but an epoch now has " +
                   std::to_string(per_epoch) + "; use the same --batch-size, --bucketing and --limit-records");
     if (start.batches_done == per_epoch) start = {start.epoch + 1, 0};
-    default_generator().set_state(
-        uint64_t(metadata_int(ck->metadata, o.resume, "rng_seed", 0, std::numeric_limits<int64_t>::max())),
-        uint64_t(metadata_int(ck->metadata, o.resume, "rng_offset", 0, std::numeric_limits<int64_t>::max())));
+    default_generator().set_state(metadata_uint64(ck->metadata, o.resume, "rng_seed"),
+                                  metadata_uint64(ck->metadata, o.resume, "rng_offset"));
     std::printf("resumed from %s at epoch %" PRId64 ", batch %" PRId64 "\n", o.resume.c_str(), start.epoch,
                 start.batches_done + 1);
   }
