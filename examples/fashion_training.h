@@ -3,8 +3,6 @@
 // checkpoints (model, optimiser state and epoch) that a later run can --resume from.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -72,30 +70,6 @@ inline int64_t checkpoint_epoch(const std::string& path) {
                           "', expected a whole number from 1 to 1000000");
   }
 }
-
-// Prints "\r[=====>    ] 123/938 1234 img/s ETA 12s" on a terminal; nothing otherwise.
-class Progress {
- public:
-  explicit Progress(int64_t total) : total_(total), tty_(isatty(fileno(stdout))) {}
-  void update(int64_t done, int64_t images) {
-    if (!tty_ || (done % 10 != 0 && done != total_)) return;
-    double elapsed = clock_.seconds(), rate = images / std::max(elapsed, 1e-9);
-    double eta = done ? elapsed * (total_ - done) / done : 0;
-    int filled = static_cast<int>(30 * done / std::max<int64_t>(total_, 1));
-    std::printf("\r[%s%s] %lld/%lld %6.0f img/s ETA %4.0fs", std::string(filled, '=').c_str(),
-                std::string(30 - filled, ' ').c_str(), static_cast<long long>(done), static_cast<long long>(total_), rate,
-                eta);
-    std::fflush(stdout);
-  }
-  void finish() {
-    if (tty_) std::printf("\r%s\r", std::string(80, ' ').c_str());
-  }
-
- private:
-  int64_t total_;
-  bool tty_;
-  Stopwatch clock_;
-};
 
 inline double evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Tensor& images, const tapegrad::Tensor& labels,
                        tapegrad::Device device) {

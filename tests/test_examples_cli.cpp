@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "idx_writer.h"
 #include "tapegrad/tapegrad.h"
@@ -201,6 +202,129 @@ TEST_F(ExamplesCli, NonFiniteLossStopsAndKeepsTheGoodCheckpoint) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("the loss became"), std::string::npos) << r.output;
   EXPECT_TRUE(read_bytes(ckpt) == good) << "the checkpoint changed";
+}
+
+// char_lstm on a small generated corpus (fortune format: records between lines holding '%').
+class CharLstmCli : public ExamplesCli {
+ protected:
+  void write_corpus(const std::string& folder, const std::vector<std::string>& sentences) const {
+    fs::create_directories(folder);
+    std::ofstream out(folder + "/tiny");
+    for (int i = 0; i < 40; ++i) out << sentences[size_t(i) % sentences.size()] << " " << i << "\n%\n";
+  }
+  std::string corpus() const {
+    const std::string folder = path("corpus");
+    write_corpus(folder, {"The cat sat on the mat.", "A dog ran; the cat hid!", "Is it late? No, it is early."});
+    return folder;
+  }
+  // 32 training and 8 validation records: 8 batches of 4 per epoch.
+  std::string tiny(const std::string& data, const std::string& arguments) const {
+    return "--device cpu --data " + data +
+           " --valid-fraction 0.2 --embedding 8 --hidden 16 --layers 2 --batch-size 4 --bptt 8 --warmup 2 " + arguments;
+  }
+};
+
+TEST_F(CharLstmCli, ValidatesEveryFlag) {
+  expect_usage_error("char_lstm", "--bucketing maybe", "--bucketing: 'maybe' is not on or off");
+  expect_usage_error("char_lstm", "--schedule linear", "--schedule: 'linear'");
+  expect_usage_error("char_lstm", "--bptt 0", "--bptt");
+  expect_usage_error("char_lstm", "--batch-size 0", "--batch-size");
+  expect_usage_error("char_lstm", "--epochs 0", "--epochs");
+  expect_usage_error("char_lstm", "--hidden 0", "--hidden");
+  expect_usage_error("char_lstm", "--layers 0", "--layers");
+  expect_usage_error("char_lstm", "--dropout 1", "--dropout");
+  expect_usage_error("char_lstm", "--valid-fraction 1", "--valid-fraction");
+  expect_usage_error("char_lstm", "--lr 0", "--lr");
+  expect_usage_error("char_lstm", "--min-lr 0.1", "--min-lr");  // above --lr
+  expect_usage_error("char_lstm", "--clip -1", "--clip");
+  expect_usage_error("char_lstm", "--max-minutes -1", "--max-minutes");
+  expect_usage_error("char_lstm", "--max-minutes 1x", "--max-minutes: '1x' is not a number");
+  expect_usage_error("char_lstm", "--limit-records -5", "--limit-records");
+  expect_usage_error("char_lstm", "--eval-every x", "--eval-every");
+  expect_usage_error("char_lstm", "--sample 5", "--sample needs a model");
+  expect_usage_error("char_lstm", "--sample -5", "--sample");
+  expect_usage_error("char_lstm", "--prime abc", "--prime only applies with --sample");
+  expect_usage_error("char_lstm", "--sample 5 --resume x --temperature 0", "--temperature");
+  expect_usage_error("char_lstm", "stray", "unexpected argument 'stray'");
+  expect_failure("char_lstm", "--device cpu --data " + path("missing"), "missing");
+  expect_failure("char_lstm", "--device cpu --sample 5 --resume " + path("missing.safetensors"), "--resume");
+}
+
+TEST_F(CharLstmCli, TrainsCheckpointsResumesAndSamples) {
+  const std::string data = corpus(), ckpt = path("ckpt.safetensors");
+  Outcome first = run("char_lstm", tiny(data, "--epochs 2 --checkpoint " + ckpt));
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("32 train / 8 validation records"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("8 batches/epoch"), std::string::npos) << first.output;
+  for (const char* line : {"epoch  1  train loss", "epoch  2  train loss", "bpc", "chars/s", "padding"})
+    EXPECT_NE(first.output.find(line), std::string::npos) << line << "\n" << first.output;
+
+  Outcome resumed = run("char_lstm", tiny(data, "--epochs 3 --checkpoint " + ckpt + " --resume " + ckpt));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + ckpt + " at epoch 3, batch 1"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("epoch  3  train loss"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("epoch  2  train loss"), std::string::npos) << resumed.output;
+  Outcome limited = run("char_lstm", tiny(data, "--epochs 1 --limit-records 5"));
+  EXPECT_EQ(limited.status, 0) << limited.output;
+  EXPECT_NE(limited.output.find("5 train / 5 validation records"), std::string::npos) << limited.output;
+  EXPECT_NE(limited.output.find("2 batches/epoch"), std::string::npos) << limited.output;
+
+  Outcome done = run("char_lstm", tiny(data, "--epochs 3 --resume " + ckpt));
+  EXPECT_EQ(done.status, 0) << done.output;
+  EXPECT_NE(done.output.find("nothing to train"), std::string::npos) << done.output;
+
+  Outcome sampled = run("char_lstm", "--device cpu --resume " + ckpt + " --sample 30 --prime 'The c' --temperature 0.5");
+  ASSERT_EQ(sampled.status, 0) << sampled.output;
+  EXPECT_NE(sampled.output.find("--- greedy ---\nThe c"), std::string::npos) << sampled.output;
+  EXPECT_NE(sampled.output.find("--- sampled, temperature 0.5 ---\nThe c"), std::string::npos) << sampled.output;
+
+  // The checkpoint decides the architecture; a flag that disagrees, or other text, is refused.
+  expect_usage_error("char_lstm", tiny(data, "--epochs 4 --resume " + ckpt + " --hidden 32"),
+                     "--hidden 32 differs from the checkpoint's 16");
+  const std::string other = path("other");
+  write_corpus(other, {"zzz xyzzy QQQ 0123456789"});
+  expect_failure("char_lstm", tiny(other, "--epochs 4 --resume " + ckpt), "another vocabulary");
+  StateDict no_vocab;
+  for (auto& [name, t] : load_safetensors(ckpt))
+    if (name.rfind("vocab.", 0) != 0) no_vocab.emplace_back(name, t);
+  save_safetensors(path("no_vocab.safetensors"), no_vocab, load_safetensors_metadata(ckpt));
+  expect_failure("char_lstm", "--device cpu --sample 5 --resume " + path("no_vocab.safetensors"), "no entry 'vocab.");
+  save_safetensors(path("plain.safetensors"), load_safetensors(ckpt));  // no metadata
+  expect_failure("char_lstm", tiny(data, "--epochs 4 --resume " + path("plain.safetensors")), "no 'epoch'");
+}
+
+TEST_F(CharLstmCli, TimeLimitStopsCleanlyAndResumesMidEpoch) {
+  const std::string data = corpus(), ckpt = path("ckpt.safetensors");
+  // 1e-6 minutes: the budget is spent after the first batch.
+  Outcome stopped = run("char_lstm", tiny(data, "--epochs 2 --max-minutes 1e-6 --checkpoint " + ckpt));
+  ASSERT_EQ(stopped.status, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("epoch  1 (partial)  train loss"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("at batch 1 of 8 in epoch 1; --resume continues"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("epoch  2"), std::string::npos) << stopped.output;
+  EXPECT_EQ(load_safetensors_metadata(ckpt).at("batches_done"), "1");
+
+  Outcome resumed = run("char_lstm", tiny(data, "--epochs 2 --resume " + ckpt));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at epoch 1, batch 2"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("epoch  1  train loss"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("epoch  2  train loss"), std::string::npos) << resumed.output;
+
+  // The stopped and resumed run ends where an uninterrupted one does.
+  Outcome whole = run("char_lstm", tiny(data, "--epochs 2"));
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  auto epoch2 = [](const std::string& output) {
+    const size_t from = output.find("epoch  2  train loss"), to = output.find(" bpc", from);
+    return from == std::string::npos || to == std::string::npos ? std::string("(none)") : output.substr(from, to - from);
+  };
+  EXPECT_EQ(epoch2(resumed.output), epoch2(whole.output)) << resumed.output << "\n" << whole.output;
+  EXPECT_NE(epoch2(whole.output), "(none)");
+
+  // A position the epoch does not have (another --batch-size, say) is refused.
+  std::map<std::string, std::string> metadata = load_safetensors_metadata(ckpt);
+  metadata["batches_done"] = "9";
+  save_safetensors(path("far.safetensors"), load_safetensors(ckpt), metadata);
+  expect_failure("char_lstm", tiny(data, "--epochs 2 --resume " + path("far.safetensors")),
+                 "had trained 9 batches of epoch 1, but an epoch now has 8");
 }
 
 }  // namespace

@@ -1,0 +1,392 @@
+// char_lstm: a character-level language model (Embedding -> LSTM -> Linear) trained on text
+// records (by default Debian's fortunes, one fortune per record) in length buckets with truncated
+// BPTT, Adam, gradient clipping and a warm-up + cosine learning rate; per epoch it prints train
+// loss, validation loss and bits per character, characters/s and the padding share. --sample
+// generates text from a checkpoint.
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "char_lstm_model.h"
+#include "example_util.h"
+
+using namespace tapegrad;
+using examples::UsageError;
+
+namespace {
+
+void add_options(cxxopts::Options& cli) {
+  auto text = [](const char* value) { return cxxopts::value<std::string>()->default_value(value); };
+  cli.add_options()
+      ("data", "text files or folders; records are separated by lines holding only '%'", text("/usr/share/games/fortunes"))
+      ("valid-fraction", "share of the records held out for validation, in [0, 1)", text("0.05"))
+      ("limit-records", "use only the first N records of each split (0: all)", text("0"))
+      ("epochs", "training epochs (>= 1)", text("10"))
+      ("max-minutes", "stop cleanly (validate, checkpoint) after this much training time (0: no limit)", text("0"))
+      ("batch-size", "records per batch (>= 1)", text("32"))
+      ("bptt", "truncated-BPTT chunk length in characters (>= 1)", text("128"))
+      ("bucketing", "on: batches of records of similar length; off: random batches", text("on"))
+      ("batches-per-bucket", "bucket size in batches when bucketing (>= 1)", text("8"))
+      ("embedding", "embedding size", text("64"))
+      ("hidden", "LSTM hidden size", text("256"))
+      ("layers", "LSTM layers", text("2"))
+      ("dropout", "dropout between LSTM layers, in [0, 1)", text("0"))
+      ("lr", "Adam's peak learning rate (> 0)", text("2e-3"))
+      ("min-lr", "the cosine schedule's final learning rate, in [0, lr]", text("1e-4"))
+      ("schedule", "cosine (linear warm-up, then cosine decay over all epochs) or constant", text("cosine"))
+      ("warmup", "warm-up batches of the cosine schedule", text("200"))
+      ("weight-decay", "Adam's L2 penalty on the weight matrices (not biases or the embedding)", text("0"))
+      ("clip", "clip the gradients' total norm to this (0: no clipping)", text("1"))
+      ("eval-every", "also validate every N batches (0: only after each epoch)", text("0"))
+      ("seed", "random seed (initialisation, split, batches, dropout, sampling)", text("0"))
+      ("device", "cpu, cuda, cuda:N or auto", text("auto"))
+      ("threads", "CPU threads (0: OpenMP's default)", text("0"))
+      ("checkpoint", "save a safetensors checkpoint here after each epoch and when stopping", text(""))
+      ("resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))
+      ("sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training", text("0"))
+      ("temperature", "sampling temperature (> 0)", text("0.8"))
+      ("prime", "text the generated characters continue", text(""))
+      ("h,help", "this help");
+}
+
+struct Options {
+  std::string data, checkpoint, resume, schedule, prime;
+  double valid_fraction, max_minutes, dropout, lr, min_lr, weight_decay, clip, temperature;
+  int64_t limit_records, epochs, batch_size, bptt, batches_per_bucket, warmup, eval_every, sample;
+  bool bucketing;
+  examples::CharModelConfig model;
+  bool embedding_given, hidden_given, layers_given;  // on the command line, not defaults
+  uint64_t seed;
+};
+
+Options read_options(const cxxopts::ParseResult& args) {
+  using examples::int_flag;
+  using examples::real_flag;
+  constexpr int64_t kBig = int64_t{1} << 40;
+  Options o;
+  o.data = args["data"].as<std::string>();
+  if (o.data.empty()) throw UsageError("--data: no path given");
+  o.valid_fraction = real_flag(args, "valid-fraction", 0.0, 1.0);
+  if (o.valid_fraction >= 1.0) throw UsageError("--valid-fraction: must be below 1");
+  o.limit_records = int_flag(args, "limit-records", 0, kBig);
+  o.epochs = int_flag(args, "epochs", 1, 1'000'000);
+  o.max_minutes = real_flag(args, "max-minutes", 0.0, 1e7);
+  o.batch_size = int_flag(args, "batch-size", 1, 1 << 20);
+  o.bptt = int_flag(args, "bptt", 1, 1 << 24);
+  const std::string bucketing = args["bucketing"].as<std::string>();
+  if (bucketing != "on" && bucketing != "off") throw UsageError("--bucketing: '" + bucketing + "' is not on or off");
+  o.bucketing = bucketing == "on";
+  o.batches_per_bucket = int_flag(args, "batches-per-bucket", 1, kBig);
+  o.model.embedding = int_flag(args, "embedding", 1, 1 << 16);
+  o.model.hidden = int_flag(args, "hidden", 1, 1 << 16);
+  o.model.layers = int_flag(args, "layers", 1, 64);
+  o.embedding_given = args.count("embedding") > 0;
+  o.hidden_given = args.count("hidden") > 0;
+  o.layers_given = args.count("layers") > 0;
+  o.dropout = o.model.dropout = real_flag(args, "dropout", 0.0, 1.0);
+  if (o.dropout >= 1.0) throw UsageError("--dropout: must be below 1");
+  o.lr = real_flag(args, "lr", 0.0, 1e6, true);
+  o.min_lr = real_flag(args, "min-lr", 0.0, o.lr);
+  o.schedule = args["schedule"].as<std::string>();
+  if (o.schedule != "cosine" && o.schedule != "constant")
+    throw UsageError("--schedule: '" + o.schedule + "' is not cosine or constant");
+  o.warmup = int_flag(args, "warmup", 0, kBig);
+  o.weight_decay = real_flag(args, "weight-decay", 0.0, 1e6);
+  o.clip = real_flag(args, "clip", 0.0, 1e30);
+  o.eval_every = int_flag(args, "eval-every", 0, kBig);
+  o.seed = examples::uint64_flag(args, "seed");
+  o.checkpoint = args["checkpoint"].as<std::string>();
+  o.resume = args["resume"].as<std::string>();
+  o.sample = int_flag(args, "sample", 0, int64_t{1} << 30);
+  o.temperature = real_flag(args, "temperature", 0.0, 1e6, true);
+  o.prime = args["prime"].as<std::string>();
+  if (o.sample > 0 && o.resume.empty()) throw UsageError("--sample needs a model: pass --resume CHECKPOINT");
+  if (o.sample == 0 && (args.count("prime") || args.count("temperature")))
+    throw UsageError(std::string("--") + (args.count("prime") ? "prime" : "temperature") + " only applies with --sample");
+  return o;
+}
+
+// Checkpoint metadata: where the run stood and the model's shape, so --sample and --resume need no
+// architecture flags.
+struct Position {
+  int64_t epoch = 1;         // the epoch the state belongs to
+  int64_t batches_done = 0;  // of that epoch (all of them when it completed)
+};
+
+int64_t metadata_int(const std::map<std::string, std::string>& metadata, const std::string& path,
+                     const std::string& key, int64_t min, int64_t max) {
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    throw Error("--resume: " + path + " has no '" + key + "' in its metadata (not a char_lstm checkpoint)");
+  try {
+    return examples::parse_int(key, it->second, min, max);
+  } catch (const UsageError&) {
+    throw Error("--resume: " + path + " records " + key + " '" + it->second + "', expected a whole number from " +
+                std::to_string(min) + " to " + std::to_string(max));
+  }
+}
+
+uint64_t metadata_uint64(const std::map<std::string, std::string>& metadata, const std::string& path,
+                         const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    throw Error("--resume: " + path + " has no '" + key + "' in its metadata (not a char_lstm checkpoint)");
+  try {
+    return examples::parse_uint64(key, it->second);
+  } catch (const UsageError&) {
+    throw Error("--resume: " + path + " records " + key + " '" + it->second + "', expected a non-negative integer");
+  }
+}
+
+struct Checkpoint {
+  std::map<std::string, std::string> metadata;
+  StateDict model, optim;
+  Vocab vocab;
+  Position position;
+  examples::CharModelConfig config;
+};
+
+Checkpoint read_checkpoint(const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  SafetensorsDict tensors;
+  try {
+    metadata = load_safetensors_metadata(path);
+    tensors = load_safetensors(path);
+  } catch (const Error& e) {
+    throw Error(std::string("--resume: ") + e.what());
+  }
+  Vocab vocab = [&] {
+    try {
+      return Vocab::from_state_dict(tensors);
+    } catch (const Error& e) {
+      throw Error("--resume: " + path + ": " + e.what());
+    }
+  }();
+  Checkpoint ck{metadata, {}, {}, vocab, {}, {}};
+  for (auto& [name, t] : tensors) {
+    if (name.rfind("model.", 0) == 0) ck.model.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0) ck.optim.emplace_back(name.substr(6), t);
+    else if (name.rfind("vocab.", 0) != 0) throw Error("--resume: " + path + " has an unexpected tensor '" + name + "'");
+  }
+  ck.position.epoch = metadata_int(metadata, path, "epoch", 1, 1'000'000);
+  ck.position.batches_done = metadata_int(metadata, path, "batches_done", 0, std::numeric_limits<int64_t>::max());
+  ck.config.vocab = ck.vocab.size();
+  ck.config.embedding = metadata_int(metadata, path, "embedding", 1, 1 << 16);
+  ck.config.hidden = metadata_int(metadata, path, "hidden", 1, 1 << 16);
+  ck.config.layers = metadata_int(metadata, path, "layers", 1, 64);
+  return ck;
+}
+
+void save_checkpoint(const std::string& path, const examples::CharModel& model, const optim::Optimizer& opt,
+                     const Vocab& vocab, const Position& position) {
+  StateDict state;
+  for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);
+  for (auto& [name, t] : opt.state_dict()) state.emplace_back("optim." + name, t);
+  for (auto& kv : vocab.state_dict()) state.push_back(kv);
+  const Generator& rng = default_generator();
+  save_safetensors(path, state,
+                   {{"epoch", std::to_string(position.epoch)},
+                    {"batches_done", std::to_string(position.batches_done)},
+                    {"embedding", std::to_string(model.config().embedding)},
+                    {"hidden", std::to_string(model.config().hidden)},
+                    {"layers", std::to_string(model.config().layers)},
+                    // Dropout draws from the default generator: restoring it continues the same stream.
+                    {"rng_seed", std::to_string(rng.seed())},
+                    {"rng_offset", std::to_string(rng.offset())}});
+}
+
+int sample(const Options& o, Device device) {
+  Checkpoint ck = read_checkpoint(o.resume);
+  examples::CharModel model(ck.config);
+  model.load_state_dict(ck.model);
+  model.to(device);
+  Generator generator(o.seed);
+  std::printf("%s, epoch %" PRId64 ", %" PRId64 " ids; prime \"%s\"\n", o.resume.c_str(), ck.position.epoch,
+              ck.vocab.size(), o.prime.c_str());
+  std::printf("--- greedy ---\n%s%s\n", o.prime.c_str(),
+              examples::generate(model, ck.vocab, o.prime, o.sample, 0.0, generator, device).c_str());
+  std::printf("--- sampled, temperature %g ---\n%s%s\n", o.temperature, o.prime.c_str(),
+              examples::generate(model, ck.vocab, o.prime, o.sample, o.temperature, generator, device).c_str());
+  return 0;
+}
+
+// The first N records of a split (all of them for N = 0).
+TextDataset first_records(const TextDataset& data, int64_t limit) {
+  if (limit == 0 || limit >= data.size()) return data;
+  return TextDataset({data.records().begin(), data.records().begin() + limit}, data.collate_options());
+}
+
+// A resumed epoch starts past the batches the checkpoint had already trained on.
+class SkipBatches : public BatchSampler {
+ public:
+  SkipBatches(const BatchSampler& inner, int64_t skip) : inner_(inner), skip_(skip) {}
+  int64_t size() const override { return inner_.size() - skip_; }
+  std::vector<std::vector<int64_t>> batches(int64_t epoch) const override {
+    std::vector<std::vector<int64_t>> all = inner_.batches(epoch);
+    return {all.begin() + skip_, all.end()};
+  }
+
+ private:
+  const BatchSampler& inner_;
+  int64_t skip_;
+};
+
+int train(const Options& o, Device device) {
+  TextCorpusOptions corpus_options;
+  corpus_options.valid_fraction = o.valid_fraction;
+  corpus_options.seed = o.seed;
+  TextCorpus corpus(o.data, corpus_options);
+  const TextDataset train_set = first_records(corpus.train(), o.limit_records);
+  const TextDataset valid_set = first_records(corpus.valid(), o.limit_records);
+  if (valid_set.size() == 0)
+    throw Error("no validation records in " + o.data + " (" + std::to_string(corpus.num_records()) +
+                " records, --valid-fraction " + examples::number_text(o.valid_fraction) + ")");
+
+  examples::CharModelConfig config = o.model;
+  config.vocab = corpus.vocab().size();
+  std::optional<Checkpoint> ck;
+  if (!o.resume.empty()) {
+    ck = read_checkpoint(o.resume);
+    if (ck->vocab.symbols() != corpus.vocab().symbols() || ck->vocab.level() != corpus.vocab().level())
+      throw Error("--resume: " + o.resume + " was trained with another vocabulary (" + std::to_string(ck->vocab.size()) +
+                  " ids) than --data gives (" + std::to_string(corpus.vocab().size()) +
+                  " ids); use the same --data, --valid-fraction and --seed");
+    // The architecture comes from the checkpoint; a flag given anyway must agree with it.
+    auto take = [&](const char* flag, bool given, int64_t& mine, int64_t saved) {
+      if (given && mine != saved)
+        throw UsageError(std::string("--") + flag + " " + std::to_string(mine) + " differs from the checkpoint's " +
+                         std::to_string(saved));
+      mine = saved;
+    };
+    take("embedding", o.embedding_given, config.embedding, ck->config.embedding);
+    take("hidden", o.hidden_given, config.hidden, ck->config.hidden);
+    take("layers", o.layers_given, config.layers, ck->config.layers);
+  }
+
+  examples::CharModel model(config);
+  model.to(device);
+  // Two parameter groups: the L2 penalty applies to the weight matrices only, as is usual.
+  std::vector<Tensor> decayed, plain;
+  for (auto& [name, t] : model.named_parameters())
+    (t.dim() >= 2 && name.rfind("embedding.", 0) != 0 ? decayed : plain).push_back(t);
+  optim::Adam opt({optim::ParamGroup(decayed).weight_decay(o.weight_decay), optim::ParamGroup(plain).weight_decay(0)},
+                  optim::AdamOptions(o.lr));
+
+  BucketBatchSamplerOptions sampler_options;
+  sampler_options.batch_size = o.batch_size;
+  sampler_options.bucketing = o.bucketing;
+  sampler_options.batches_per_bucket = o.batches_per_bucket;
+  sampler_options.seed = o.seed;
+  BucketBatchSampler sampler(train_set.lengths(), sampler_options);
+  const int64_t per_epoch = sampler.size(), total_steps = per_epoch * o.epochs;
+
+  // Per batch: linear warm-up from lr/100, then cosine decay to min_lr at the last epoch's end.
+  const double floor_factor = o.min_lr / o.lr;
+  const int64_t warmup = std::min(o.warmup, std::max<int64_t>(total_steps - 1, 0));
+  optim::LambdaLR schedule(opt, [&](int64_t step) {
+    if (o.schedule == "constant") return 1.0;
+    if (step < warmup) return 0.01 + 0.99 * double(step) / double(warmup);
+    const double progress = std::min(1.0, double(step - warmup) / double(std::max<int64_t>(total_steps - warmup, 1)));
+    return floor_factor + (1 - floor_factor) * 0.5 * (1 + std::cos(M_PI * progress));
+  });
+
+  Position start;
+  if (ck) {
+    model.load_state_dict(ck->model);
+    opt.load_state_dict(ck->optim);
+    start = ck->position;
+    if (start.batches_done > per_epoch)
+      throw Error("--resume: " + o.resume + " had trained " + std::to_string(start.batches_done) +
+                  " batches of epoch " + std::to_string(start.epoch) + ", but an epoch now has " +
+                  std::to_string(per_epoch) + "; use the same --batch-size, --bucketing and --limit-records");
+    if (start.batches_done == per_epoch) start = {start.epoch + 1, 0};
+    default_generator().set_state(metadata_uint64(ck->metadata, o.resume, "rng_seed"),
+                                  metadata_uint64(ck->metadata, o.resume, "rng_offset"));
+    std::printf("resumed from %s at epoch %" PRId64 ", batch %" PRId64 "\n", o.resume.c_str(), start.epoch,
+                start.batches_done + 1);
+  }
+  schedule.set_epoch((start.epoch - 1) * per_epoch + start.batches_done);
+
+  std::printf("char_lstm on %s, %d threads: %" PRId64 " train / %" PRId64 " validation records (%" PRId64
+              " / %" PRId64 " characters to predict, record ends included), %" PRId64 " ids; embedding %" PRId64 ", %" PRId64
+              "-layer LSTM %" PRId64 ", batch %" PRId64 ", bptt %" PRId64 ", bucketing %s, %" PRId64 " batches/epoch\n",
+              device.str().c_str(), get_num_threads(), train_set.size(), valid_set.size(),
+              train_set.num_tokens() - train_set.size(), valid_set.num_tokens() - valid_set.size(), config.vocab,
+              config.embedding, config.layers, config.hidden, o.batch_size, o.bptt, o.bucketing ? "on" : "off",
+              per_epoch);
+  std::fflush(stdout);
+
+  if (start.epoch > o.epochs)
+    std::printf("nothing to train: %s completed epoch %" PRId64 " and --epochs is %" PRId64 "\n", o.resume.c_str(),
+                start.epoch - 1, o.epochs);
+  const int64_t eval_batch = std::max<int64_t>(o.batch_size, 64);
+  const double budget = o.max_minutes * 60;
+  double trained_seconds = 0;  // all epochs of this run, validation excluded
+  bool out_of_time = false;
+  for (int64_t epoch = start.epoch; epoch <= o.epochs && !out_of_time; ++epoch) {
+    const int64_t skip = epoch == start.epoch ? start.batches_done : 0;
+    SkipBatches epoch_sampler(sampler, skip);
+    DataLoader loader(train_set, epoch_sampler);
+    loader.set_epoch(epoch);
+    examples::Progress progress(epoch_sampler.size(), "chars/s");
+    examples::TrainTotals totals;
+    double seconds = 0;
+    int64_t done = skip;
+    examples::Stopwatch clock;
+    for (const Example& batch : loader) {
+      examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
+      schedule.step();
+      ++done;
+      progress.update(done - skip, totals.targets);
+      if (o.eval_every > 0 && done % o.eval_every == 0 && done < per_epoch) {
+        seconds += clock.seconds();
+        progress.finish();
+        const double valid = examples::evaluate_nats(model, valid_set, eval_batch, o.bptt, device);
+        std::printf("epoch %2" PRId64 " batch %6" PRId64 "  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s\n",
+                    epoch, done, totals.mean_loss(), valid, examples::bits(valid), double(totals.targets) / seconds);
+        std::fflush(stdout);
+        clock = examples::Stopwatch();
+      }
+      if (budget > 0 && trained_seconds + seconds + clock.seconds() >= budget && done < per_epoch) {
+        out_of_time = true;
+        break;
+      }
+    }
+    seconds += clock.seconds();
+    trained_seconds += seconds;
+    progress.finish();
+    const double valid = examples::evaluate_nats(model, valid_set, eval_batch, o.bptt, device);
+    std::printf("epoch %2" PRId64 "%s  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s  padding %.1f%%  "
+                "lr %.2e  %.0f s\n",
+                epoch, out_of_time ? " (partial)" : "", totals.mean_loss(), valid, examples::bits(valid),
+                double(totals.targets) / std::max(seconds, 1e-9), 100 * totals.padding.padding_share(),
+                schedule.get_last_lr().front(), seconds);
+    std::fflush(stdout);
+    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
+    if (budget > 0 && trained_seconds >= budget && epoch < o.epochs) out_of_time = true;
+    if (out_of_time)
+      std::printf("stopped after %.1f minutes of training (--max-minutes) at batch %" PRId64 " of %" PRId64
+                  " in epoch %" PRId64 "%s\n",
+                  trained_seconds / 60, done, per_epoch, epoch,
+                  o.checkpoint.empty() ? "" : "; --resume continues from there");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options cli("char_lstm",
+                       "Trains a character-level LSTM language model on text records; prints losses, validation "
+                       "bits per character and characters/s. --sample generates text from a checkpoint.");
+  add_options(cli);
+  return examples::run_example("char_lstm", [&] {
+    std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
+    if (!parsed) return 0;
+    const Options options = read_options(*parsed);
+    const Device device = examples::pick_device((*parsed)["device"].as<std::string>());
+    return options.sample > 0 ? sample(options, device) : train(options, device);
+  });
+}
