@@ -127,6 +127,9 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
                   " has no optimiser state, so the run would not continue exactly; pass --fresh-optimizer to "
                   "restart Adam from it anyway");
     opt.load_state_dict(optim_state);
+    // The state dict carries the saved learning rate (as PyTorch's does); the command line's --lr
+    // wins, so a run can be resumed at another rate. With the same --lr it continues exactly.
+    opt.set_lr(options.lr);
     first_epoch = saved_epoch + 1;
     std::printf("resumed from %s at epoch %lld%s\n", options.resume.c_str(), static_cast<long long>(first_epoch),
                 optim_state.empty() ? " with a fresh optimiser (not an exact continuation)" : "");
