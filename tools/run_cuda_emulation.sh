@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 bash tools/install_deps.sh libboost-context-dev
 cmake -S . -B build-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=EMULATE -DTAPEGRAD_BUILD_EXAMPLES=OFF \
-  -DTAPEGRAD_BUILD_BENCHMARKS=OFF >/dev/null
+  -DTAPEGRAD_BUILD_BENCHMARKS=OFF -DTAPEGRAD_DISTRIBUTED=OFF >/dev/null
 cmake --build build-emu --parallel "$jobs"
 # One OpenMP thread per test: ctest runs as many tests as there are cores.
 OMP_NUM_THREADS=1 ctest --test-dir build-emu --output-on-failure --parallel "$jobs" --timeout 900 \
