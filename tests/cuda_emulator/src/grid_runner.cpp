@@ -201,10 +201,11 @@ void suspend(BlockRun& run) {
   run.scheduler = back.fctx;
 }
 
-// In a fiber: the block cannot go on. The scheduler never resumes it.
-[[noreturn]] void fail_in_fiber(BlockRun& run, const std::string& message) {
+// In a fiber: the block cannot go on; run.violation says why. The scheduler never resumes it, so
+// callers set the message in a statement of its own first: the temporaries of an unfinished full
+// expression would never be destroyed (a leak LeakSanitizer reports).
+[[noreturn]] void fail_in_fiber(BlockRun& run) {
   run.failed = true;
-  run.violation = message;
   for (;;) suspend(run);
 }
 
@@ -328,19 +329,27 @@ void release(BlockRun& run, unsigned* threads, size_t count) {
 // every lane it names waits in the same intrinsic with the same mask, completes it for all of them.
 void arrive_at_warp_op(BlockRun& run, Thread& t) {
   const unsigned n = static_cast<unsigned>(run.threads.size()), first = t.warp * kWarpSize;
-  if ((t.mask & (1u << t.lane)) == 0)
-    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) +
-                           ", which leaves out the calling lane " + std::to_string(t.lane));
-  if (t.width <= 0 || t.width > 32 || (t.width & (t.width - 1)) != 0)
-    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with width " + std::to_string(t.width) +
-                           " (a power of two up to 32)");
-  if (const uint32_t missing = t.mask & ~run.exists[t.warp]; missing != 0)
-    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
-                           std::to_string(__builtin_ctz(missing)) + ", which does not exist (the block has " +
-                           std::to_string(n) + " threads)");
-  if (const uint32_t gone = t.mask & run.exited[t.warp]; gone != 0)
-    fail_in_fiber(run, where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
-                           std::to_string(__builtin_ctz(gone)) + ", which has exited and does not take part");
+  if ((t.mask & (1u << t.lane)) == 0) {
+    run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) +
+                    ", which leaves out the calling lane " + std::to_string(t.lane);
+    fail_in_fiber(run);
+  }
+  if (t.width <= 0 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
+    run.violation =
+        where(run, t) + ": " + op_name(t.op) + " with width " + std::to_string(t.width) + " (a power of two up to 32)";
+    fail_in_fiber(run);
+  }
+  if (const uint32_t missing = t.mask & ~run.exists[t.warp]; missing != 0) {
+    run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                    std::to_string(__builtin_ctz(missing)) + ", which does not exist (the block has " +
+                    std::to_string(n) + " threads)";
+    fail_in_fiber(run);
+  }
+  if (const uint32_t gone = t.mask & run.exited[t.warp]; gone != 0) {
+    run.violation = where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
+                    std::to_string(__builtin_ctz(gone)) + ", which has exited and does not take part";
+    fail_in_fiber(run);
+  }
   t.state = State::AtWarp;
   ++run.at_warp;
   run.arrived[t.warp] |= 1u << t.lane;
@@ -373,9 +382,11 @@ void arrive_at_warp_op(BlockRun& run, Thread& t) {
         break;
       default: {
         const int src = source_lane(lane);
-        if (src < 0 || (t.mask & (1u << src)) == 0)
-          fail_in_fiber(run, where(run, lane) + ": " + op_name(lane.op) + " reads lane " + std::to_string(src) +
-                                 ", which is not in the mask " + hex(t.mask));
+        if (src < 0 || (t.mask & (1u << src)) == 0) {
+          run.violation = where(run, lane) + ": " + op_name(lane.op) + " reads lane " + std::to_string(src) +
+                          ", which is not in the mask " + hex(t.mask);
+          fail_in_fiber(run);
+        }
         lane.result = run.threads[first + static_cast<unsigned>(src)].value;
       }
     }
@@ -395,8 +406,8 @@ std::string describe_deadlock(BlockRun& run) {
       if ((t.mask & (1u << b)) == 0) continue;
       const Thread& other = run.threads[first + b];
       if (other.state == State::Done)
-        return where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " +
-               std::to_string(b) + ", which has exited and does not take part";
+        return where(run, t) + ": " + op_name(t.op) + " with mask " + hex(t.mask) + " names lane " + std::to_string(b) +
+               ", which has exited and does not take part";
       if (other.state == State::AtWarp && other.mask == t.mask && other.op == t.op) continue;
       std::string what = other.state == State::AtBarrier
                              ? "waits at __syncthreads()"
@@ -524,9 +535,11 @@ void* shared_array(const void* key, size_t bytes, size_t align, const char* name
   for (const SharedSite& s : run.sites)
     if (s.key == key) return run.shared.get() + s.offset;
   const size_t offset = (run.shared_used + align - 1) / align * align;
-  if (offset + bytes > kStaticSharedLimit)
-    fail_in_fiber(run, where(run, *run.current) + ": static shared memory of " + std::to_string(offset + bytes) +
-                           " bytes (array " + name + "), above sm_90's 48 KiB");
+  if (offset + bytes > kStaticSharedLimit) {
+    run.violation = where(run, *run.current) + ": static shared memory of " + std::to_string(offset + bytes) +
+                    " bytes (array " + name + "), above sm_90's 48 KiB";
+    fail_in_fiber(run);
+  }
   run.sites.push_back(SharedSite{key, offset});
   run.shared_used = offset + bytes;
   if (run.shared_used > run.shared_poisoned) {
