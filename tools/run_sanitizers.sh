@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# The sanitizer checks CI runs (CPU build; the CUDA kernels run under ASan only by hand, below):
-#  1. AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer): the whole CPU test suite,
-#     built in ./build-asan. Any report aborts its test, so ctest fails.
+# The sanitizer checks CI runs:
+#  1. AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) over the whole test suite in
+#     the CUDA emulation build (-DTAPEGRAD_CUDA=EMULATE, docs/testing.md), built in ./build-asan:
+#     every CPU test, and every CUDA test with its kernels running instrumented on the emulated GPU.
+#     The caching allocator is bypassed (TAPEGRAD_CUDA_CACHING_ALLOCATOR=0): every tensor gets its
+#     own allocation with poisoned memory after it, as compute-sanitizer needs on a real GPU, so a
+#     kernel's out-of-bounds access is an ASan report. Any report aborts its test, so ctest fails.
+#     TAPEGRAD_ASAN_CUDA=OFF makes it a CPU-only build.
 #  2. ThreadSanitizer: the autograd thread tests (two threads training two separate models at
 #     once must get exactly what each gets alone) and the shared-parameter tests (threads recording
 #     ops on and backpropagating into the same parameters, concurrent checkpoint writers), built in
@@ -9,10 +14,6 @@
 # OpenMP is kept to one thread under the sanitizers: libgomp is not instrumented, so TSan would
 # report its internal synchronisation, and one thread keeps ASan's run short. The MPI tests run in
 # the ordinary build only: OpenMPI's own allocations would be reported as leaks.
-#
-# TAPEGRAD_ASAN_CUDA=EMULATE builds the ASan run as the CUDA emulation build instead
-# (docs/testing.md): every CUDA test then runs on the emulated GPU too, instrumented, with the
-# caching allocator bypassed so that a kernel's out-of-bounds access is an ASan report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
@@ -21,7 +22,7 @@ common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_BUILD_EXAMPLES=OFF
         -DTAPEGRAD_DISTRIBUTED=OFF)
 export OMP_NUM_THREADS=1
 
-asan_cuda="${TAPEGRAD_ASAN_CUDA:-OFF}"
+asan_cuda="${TAPEGRAD_ASAN_CUDA:-EMULATE}"
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every test (CUDA: $asan_cuda)"
 cmake -S . -B build-asan "${common[@]}" -DTAPEGRAD_CUDA="$asan_cuda" -DTAPEGRAD_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan --parallel "$jobs"
