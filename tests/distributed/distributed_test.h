@@ -8,6 +8,7 @@
 
 #include "tapegrad/distributed/process_group.h"
 #include "tapegrad/tapegrad.h"
+#include "test_util.h"  // values, expect_close, expect_error
 
 namespace tapegrad::testing {
 
@@ -15,20 +16,5 @@ namespace tapegrad::testing {
 // within ctest's limit).
 distributed::ProcessGroup& world();
 std::shared_ptr<distributed::ProcessGroup> world_ptr();
-
-inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).tolist<double>(); }
-
-// Runs `body`, expecting a tapegrad::Error whose message contains every one of `fragments`.
-template <class F>
-void expect_error(F&& body, const std::vector<std::string>& fragments) {
-  try {
-    body();
-    ADD_FAILURE() << "expected a tapegrad::Error";
-  } catch (const Error& e) {
-    std::string message = e.what();
-    for (const std::string& f : fragments)
-      EXPECT_NE(message.find(f), std::string::npos) << "message '" << message << "' lacks '" << f << "'";
-  }
-}
 
 }  // namespace tapegrad::testing
