@@ -6,12 +6,19 @@
 set(TAPEGRAD_SANITIZE "" CACHE STRING "Sanitizers for C++ code: address,undefined or thread (empty: none)")
 option(TAPEGRAD_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
 
+# Reports need file:line in their stacks: a build type without debug info gets line tables (-g1),
+# which cost a fraction of full -g to compile. The CI scripts build RelWithDebInfo at -O1 -g1.
 set(tapegrad_sanitize_flags "")
+set(tapegrad_sanitize_debug_info "")
+if(NOT CMAKE_BUILD_TYPE MATCHES "^(Debug|RelWithDebInfo)$")
+  set(tapegrad_sanitize_debug_info -g1)
+endif()
 if(TAPEGRAD_SANITIZE)
   if(TAPEGRAD_SANITIZE MATCHES "thread" AND TAPEGRAD_SANITIZE MATCHES "address")
     message(FATAL_ERROR "TAPEGRAD_SANITIZE: thread cannot be combined with address")
   endif()
-  list(APPEND tapegrad_sanitize_flags -fsanitize=${TAPEGRAD_SANITIZE} -fno-omit-frame-pointer -g)
+  list(APPEND tapegrad_sanitize_flags -fsanitize=${TAPEGRAD_SANITIZE} -fno-omit-frame-pointer
+       ${tapegrad_sanitize_debug_info})
   if(TAPEGRAD_SANITIZE MATCHES "undefined")
     list(APPEND tapegrad_sanitize_flags -fno-sanitize-recover=all)
   endif()
@@ -21,7 +28,7 @@ if(TAPEGRAD_FUZZ)
     message(FATAL_ERROR "TAPEGRAD_FUZZ needs clang (configure with -DCMAKE_CXX_COMPILER=clang++)")
   endif()
   list(APPEND tapegrad_sanitize_flags -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-       -fno-omit-frame-pointer -g)
+       -fno-omit-frame-pointer ${tapegrad_sanitize_debug_info})
 endif()
 if(tapegrad_sanitize_flags)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${tapegrad_sanitize_flags}>")

@@ -18,7 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 bash tools/install_deps.sh libboost-context-dev
-common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_BUILD_EXAMPLES=OFF -DTAPEGRAD_BUILD_BENCHMARKS=OFF
+# -O1 -g1: AddressSanitizer's recommended level, with line tables for the reports' stacks. Against
+# -O2 -g it halves the compile time of the kernel files, which dominate CI's time.
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+        -DTAPEGRAD_BUILD_EXAMPLES=OFF -DTAPEGRAD_BUILD_BENCHMARKS=OFF
         -DTAPEGRAD_DISTRIBUTED=OFF)
 export OMP_NUM_THREADS=1
 
