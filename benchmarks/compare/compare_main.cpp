@@ -66,8 +66,9 @@ std::map<std::string, std::string> shape_metadata(const NamedConfig& c, int64_t 
     for (int64_t v : s.mlp_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
     m["kind"] = "mlp", m["mlp_sizes"] = sizes;
   } else {
-    m["kind"] = "lstm", m["input_size"] = std::to_string(s.input_size);
+    m["kind"] = s.kind == ModelKind::CharLm ? "char_lm" : "lstm", m["input_size"] = std::to_string(s.input_size);
     m["hidden_size"] = std::to_string(s.hidden_size), m["seq_len"] = std::to_string(s.seq_len);
+    if (s.kind == ModelKind::CharLm) m["num_layers"] = std::to_string(s.num_layers);
   }
   return m;
 }
@@ -83,18 +84,25 @@ std::string write_inputs(const std::string& out_dir, const NamedConfig& c, int64
   for (size_t i = 0; i < batches.size(); ++i) {
     tensors.emplace_back("x." + std::to_string(i), batches[i].x);
     tensors.emplace_back("y." + std::to_string(i), batches[i].y);
+    if (batches[i].lengths.defined()) tensors.emplace_back("lengths." + std::to_string(i), batches[i].lengths);
   }
   save_safetensors(stem + ".data.safetensors", tensors, shape_metadata(c, batch));
   return stem;
 }
 
+// The batches write_inputs saved: "x.<i>", "y.<i>" and, for CharLm, "lengths.<i>".
 std::vector<Batch> read_batches(const std::string& path) {
   StateDict tensors = load_safetensors(path);
-  std::vector<Batch> batches(tensors.size() / 2);
+  std::vector<Batch> batches;
   for (auto& [name, t] : tensors) {
-    size_t index = std::stoul(name.substr(2));
-    TG_CHECK(index < batches.size(), "compare: unexpected tensor '", name, "' in ", path);
-    (name[0] == 'x' ? batches[index].x : batches[index].y) = t;
+    const size_t dot = name.find('.');
+    const std::string field = name.substr(0, dot);
+    TG_CHECK(dot != std::string::npos && (field == "x" || field == "y" || field == "lengths"),
+             "compare: unexpected tensor '", name, "' in ", path);
+    const size_t index = std::stoul(name.substr(dot + 1));
+    TG_CHECK(index < 4096, "compare: unexpected tensor '", name, "' in ", path);
+    if (batches.size() <= index) batches.resize(index + 1);
+    (field == "x" ? batches[index].x : field == "y" ? batches[index].y : batches[index].lengths) = t;
   }
   return batches;
 }

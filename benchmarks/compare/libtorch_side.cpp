@@ -25,6 +25,33 @@ struct LstmClassifierImpl : torch::nn::Module {
 };
 TORCH_MODULE(LstmClassifier);
 
+// examples/char_lstm's model as a LibTorch user writes it: the padded batch packed with
+// pack_padded_sequence (unsorted lengths, as bucketed batches come), the LSTM over the packed
+// sequence, unpacked to [T, B, H] for the head. Children "embedding", "lstm", "head".
+struct CharLanguageModelImpl : torch::nn::Module {
+  CharLanguageModelImpl(const ModelShape& shape)
+      : embedding(register_module(
+            "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(shape.num_classes, shape.input_size)
+                                                  .padding_idx(0)))),
+        lstm(register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(shape.input_size, shape.hidden_size)
+                                                         .num_layers(shape.num_layers)))),
+        head(register_module("head", torch::nn::Linear(shape.hidden_size, shape.num_classes))),
+        hidden(shape.hidden_size) {}
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& lengths) {
+    namespace rnn = torch::nn::utils::rnn;
+    rnn::PackedSequence packed =
+        rnn::pack_padded_sequence(embedding->forward(x), lengths, /*batch_first=*/false, /*enforce_sorted=*/false);
+    torch::Tensor out = std::get<0>(rnn::pad_packed_sequence(std::get<0>(lstm->forward_with_packed_input(packed)),
+                                                             /*batch_first=*/false, 0.0, x.size(0)));
+    return head->forward(out.reshape({-1, hidden}));
+  }
+  torch::nn::Embedding embedding;
+  torch::nn::LSTM lstm;
+  torch::nn::Linear head;
+  int64_t hidden;
+};
+TORCH_MODULE(CharLanguageModel);
+
 // Copies a tapegrad CPU tensor into a new LibTorch tensor of the same shape and dtype.
 torch::Tensor to_torch(const Tensor& t) {
   Tensor src = t.cpu().contiguous();
@@ -70,10 +97,12 @@ void libtorch_set_threads(int threads) {
 }
 
 struct LibTorchRun::Impl {
-  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  // Logits of batch i, and the targets cross-entropy compares them with.
+  std::function<torch::Tensor(size_t)> forward;
+  std::function<torch::Tensor(size_t)> targets;
   std::shared_ptr<torch::nn::Module> module;
   std::unique_ptr<torch::optim::Adam> optimizer;
-  std::vector<torch::Tensor> xs, ys;
+  std::vector<torch::Tensor> xs, ys, lengths;
   torch::Tensor loss;
   size_t steps = 0;
 };
@@ -81,18 +110,25 @@ struct LibTorchRun::Impl {
 LibTorchRun::LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches,
                          double lr)
     : impl_(std::make_unique<Impl>()) {
-  if (shape.kind == ModelKind::Lstm) {
+  Impl* s = impl_.get();
+  s->targets = [s](size_t i) { return s->ys[i]; };
+  if (shape.kind == ModelKind::CharLm) {
+    CharLanguageModel model(shape);
+    s->module = model.ptr();
+    s->forward = [s, model](size_t i) mutable { return model->forward(s->xs[i], s->lengths[i]); };
+    s->targets = [s](size_t i) { return s->ys[i].reshape({-1}); };
+  } else if (shape.kind == ModelKind::Lstm) {
     LstmClassifier model(shape);
-    impl_->module = model.ptr();
-    impl_->forward = [model](const torch::Tensor& x) mutable { return model->forward(x); };
+    s->module = model.ptr();
+    s->forward = [s, model](size_t i) mutable { return model->forward(s->xs[i]); };
   } else {
     torch::nn::Sequential model;
     for (size_t i = 0; i + 1 < shape.mlp_sizes.size(); ++i) {
       if (i > 0) model->push_back(torch::nn::ReLU());
       model->push_back(torch::nn::Linear(shape.mlp_sizes[i], shape.mlp_sizes[i + 1]));
     }
-    impl_->module = model.ptr();
-    impl_->forward = [model](const torch::Tensor& x) mutable { return model->forward(x); };
+    s->module = model.ptr();
+    s->forward = [s, model](size_t i) mutable { return model->forward(s->xs[i]); };
   }
   {
     torch::NoGradGuard no_grad;
@@ -109,6 +145,7 @@ LibTorchRun::LibTorchRun(const ModelShape& shape, const StateDict& weights, cons
   for (const Batch& b : batches) {
     impl_->xs.push_back(to_torch(b.x));
     impl_->ys.push_back(to_torch(b.y));
+    impl_->lengths.push_back(b.lengths.defined() ? to_torch(b.lengths) : torch::Tensor());
   }
   impl_->optimizer = std::make_unique<torch::optim::Adam>(impl_->module->parameters(), torch::optim::AdamOptions(lr));
 }
@@ -118,7 +155,8 @@ LibTorchRun::~LibTorchRun() = default;
 void LibTorchRun::step() {
   Impl& s = *impl_;
   size_t i = s.steps % s.xs.size();
-  s.loss = torch::nn::functional::cross_entropy(s.forward(s.xs[i]), s.ys[i]);
+  // ignore_index -100 is the default, so the char model's padded steps add nothing, as in tapegrad.
+  s.loss = torch::nn::functional::cross_entropy(s.forward(i), s.targets(i));
   // Gradients to none, as tapegrad's zero_grad does (LibTorch 1.13's zero_grad() zeroes them).
   for (auto& p : s.module->parameters()) p.mutable_grad() = torch::Tensor();
   s.loss.backward();

@@ -63,7 +63,25 @@ class LstmClassifier(nn.Module):
         return self.fc(h_n[0])
 
 
+class CharLanguageModel(nn.Module):
+    """examples/char_lstm's model: Embedding -> LSTM over packed sequences -> Linear at every step."""
+
+    def __init__(self, vocab, embedding, hidden, layers):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, embedding, padding_idx=0)
+        self.lstm = nn.LSTM(embedding, hidden, num_layers=layers)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(self.embedding(x), lengths.cpu(), enforce_sorted=False)
+        out, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], total_length=x.shape[0])
+        return self.head(out.reshape(-1, out.shape[-1]))
+
+
 def build_model(meta):
+    if meta["kind"] == "char_lm":
+        return CharLanguageModel(int(meta["num_classes"]), int(meta["input_size"]), int(meta["hidden_size"]),
+                                 int(meta["num_layers"]))
     if meta["kind"] == "lstm":
         return LstmClassifier(int(meta["input_size"]), int(meta["hidden_size"]), int(meta["num_classes"]))
     sizes = [int(v) for v in meta["mlp_sizes"].split(",")]
@@ -87,6 +105,12 @@ def run(stem, steps, device, compile_model):
     pool = int(meta["pool"])
     xs = [data[f"x.{i}"].to(device) for i in range(pool)]
     ys = [data[f"y.{i}"].to(device) for i in range(pool)]
+    if meta["kind"] == "char_lm":  # every step's logits against every step's target, padding ignored
+        lengths = [data[f"lengths.{i}"] for i in range(pool)]
+        inputs = [(x, n) for x, n in zip(xs, lengths)]
+        ys = [y.reshape(-1) for y in ys]
+    else:
+        inputs = [(x,) for x in xs]
     model = build_model(meta)
     model.load_state_dict(weights, strict=True)
     model.to(device)
@@ -96,7 +120,7 @@ def run(stem, steps, device, compile_model):
 
     def step():
         nonlocal done
-        loss = F.cross_entropy(forward(xs[done % pool]), ys[done % pool])
+        loss = F.cross_entropy(forward(*inputs[done % pool]), ys[done % pool])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

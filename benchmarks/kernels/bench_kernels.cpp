@@ -167,6 +167,15 @@ void register_lstm(Device device) {
     b->ArgNames({"batch", "input", "hidden"});
     for (int64_t batch : {1, 64, 256}) b->Args({batch, 32, 128})->Args({batch, 256, 512});
   }
+  // The two layers of char_lstm's 2-layer LSTM(64, 256) at its batch 32 and BPTT 128: a small batch
+  // slice per thread under weights too large for one core's L2 in the second layer.
+  for (int64_t input : {64, 256})
+    for (bool backward : {false, true})
+      register_on(std::string("lstm_layer/char_lstm_l") + (input == 64 ? "1" : "2") + "_b32" +
+                      (backward ? "/fwd_bwd" : "/fwd"),
+                  device, [input, backward](benchmark::State& state, Device dev) {
+                    lstm_bench(state, dev, 128, 32, input, 256, backward);
+                  });
   // Whole layers of the named LSTM configurations at their headline batch.
   for (const char* name : {"lstm_row", "lstm_small", "lstm_large"}) {
     const NamedConfig& c = named_config(name);

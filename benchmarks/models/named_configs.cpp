@@ -1,6 +1,8 @@
 // The named configurations and the training step they share.
 #include "named_configs.h"
 
+#include <algorithm>
+#include <array>
 #include <sstream>
 
 namespace tapegrad::bench {
@@ -24,11 +26,28 @@ ModelShape ModelShape::lstm(int64_t input_size, int64_t hidden_size, int64_t seq
   return s;
 }
 
+ModelShape ModelShape::char_lm(int64_t vocab, int64_t embedding, int64_t hidden, int64_t layers, int64_t bptt) {
+  TG_CHECK(vocab >= 2 && embedding > 0 && hidden > 0 && layers > 0 && bptt > 0,
+           "ModelShape::char_lm: sizes must be positive (and the vocabulary at least 2), got V=", vocab,
+           " E=", embedding, " H=", hidden, " layers=", layers, " bptt=", bptt);
+  ModelShape s;
+  s.kind = ModelKind::CharLm;
+  s.input_size = embedding;
+  s.hidden_size = hidden;
+  s.num_layers = layers;
+  s.seq_len = bptt;
+  s.num_classes = vocab;
+  return s;
+}
+
 std::string ModelShape::describe() const {
   std::ostringstream out;
   if (kind == ModelKind::Mlp) {
     out << "mlp ";
     for (size_t i = 0; i < mlp_sizes.size(); ++i) out << (i ? "-" : "") << mlp_sizes[i];
+  } else if (kind == ModelKind::CharLm) {
+    out << "char lm V=" << num_classes << " E=" << input_size << " H=" << hidden_size << "x" << num_layers
+        << " T<=" << seq_len;
   } else {
     out << "lstm I=" << input_size << " H=" << hidden_size << " T=" << seq_len;
   }
@@ -44,6 +63,14 @@ double ModelShape::gemm_flops_per_example() const {
       double weights = static_cast<double>(mlp_sizes[i]) * static_cast<double>(mlp_sizes[i + 1]);
       macs += weights * (i == 0 ? 2 : 3);
     }
+  } else if (kind == ModelKind::CharLm) {
+    // Per real step: each layer's forward GEMM and its two backward ones, and the head's three.
+    const double gate_rows = 4.0 * static_cast<double>(hidden_size);
+    double per_step = 0;
+    for (int64_t layer = 0; layer < num_layers; ++layer)
+      per_step += 3 * gate_rows * static_cast<double>((layer == 0 ? input_size : hidden_size) + hidden_size);
+    per_step += 3.0 * static_cast<double>(hidden_size * num_classes);
+    macs = per_step * mean_char_chunk_length(seq_len);
   } else {
     double gate_rows = 4.0 * static_cast<double>(hidden_size);
     double per_step =
@@ -60,6 +87,9 @@ const std::vector<NamedConfig>& named_configs() {
       {"lstm_row", "LSTM(28,128)+Linear(128,10), 28 steps", ModelShape::lstm(28, 128, 28), {64}},
       {"lstm_small", "LSTM(32,128)+Linear(128,10), 50 steps", ModelShape::lstm(32, 128, 50), {1, 16, 64, 256}},
       {"lstm_large", "LSTM(256,512)+Linear(512,10), 100 steps", ModelShape::lstm(256, 512, 100), {64}},
+      // examples/char_lstm's model and batch (fortunes: 112 characters + 4 specials), Adam 2e-3.
+      {"char_lstm", "Embedding(116,64)+LSTM(64,256,2 layers)+Linear(256,116), chunks <= 128 steps",
+       ModelShape::char_lm(116, 64, 256, 2, 128), {32}, 2e-3},
   };
   return configs;
 }
@@ -75,6 +105,19 @@ const NamedConfig& named_config(const std::string& name) {
 }
 
 namespace {
+
+// The lengths (characters to predict, a record's end included) of the chunks examples/char_lstm
+// cuts Debian's fortunes into at BPTT 128: 27,328 chunks, mean 93.2, as 32 quantiles (the value at
+// the middle of each 1/32 of the sorted chunks). Computed from /usr/share/games/fortunes (fortunes
+// 1:1.99.1) by splitting each file at lines holding only "%" and cutting each record's length + 1
+// into pieces of at most 128.
+constexpr std::array<int64_t, 32> kFortuneChunkQuantiles = {6,   17,  26,  34,  41,  47,  53,  58,  63,  68,  74,
+                                                            79,  85,  92,  99,  107, 115, 125, 128, 128, 128, 128,
+                                                            128, 128, 128, 128, 128, 128, 128, 128, 128, 128};
+
+int64_t chunk_length(int64_t quantile, int64_t bptt) {
+  return std::clamp<int64_t>(kFortuneChunkQuantiles[static_cast<size_t>(quantile)], 1, bptt);
+}
 
 // LSTM over a time-major sequence, then a linear head on the last hidden state.
 class LstmClassifier : public nn::UnaryModule {
@@ -94,10 +137,73 @@ class LstmClassifier : public nn::UnaryModule {
   std::shared_ptr<nn::Linear> fc_;
 };
 
+// examples/char_lstm's model: ids [T, B] -> logits [T * B, V]. forward(x) treats every step as
+// real; forward(x, lengths) stops each row at its length.
+class CharLanguageModel : public nn::UnaryModule {
+ public:
+  CharLanguageModel(const ModelShape& shape, Generator* generator) : shape_(shape) {
+    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(shape.num_classes, shape.input_size,
+                                                                               /*padding_idx=*/0, std::nullopt, 2.0,
+                                                                               generator));
+    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(shape.input_size, shape.hidden_size,
+                                                               nn::LSTMOptions().num_layers(shape.num_layers),
+                                                               generator));
+    head_ = register_module("head", std::make_shared<nn::Linear>(shape.hidden_size, shape.num_classes, true, generator));
+  }
+  Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
+  Tensor forward(const Tensor& x, const Tensor& lengths) {
+    Tensor out = lstm_->forward(embedding_->forward(x), Tensor(), Tensor(), lengths).output;
+    return head_->forward(out.reshape({-1, shape_.hidden_size}));
+  }
+  std::string name() const override { return "CharLanguageModel"; }
+
+ private:
+  ModelShape shape_;
+  std::shared_ptr<nn::Embedding> embedding_;
+  std::shared_ptr<nn::LSTM> lstm_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+// One batch of `batch` chunks: a bucket quantile q, each row's length from quantiles q-1..q+1.
+Batch make_char_batch(const ModelShape& shape, int64_t batch, Generator* generator) {
+  const int64_t quantiles = static_cast<int64_t>(kFortuneChunkQuantiles.size());
+  const int64_t bucket = randint(0, quantiles, {1}, TensorOptions(kInt64), generator).item<int64_t>();
+  std::vector<int64_t> lengths(static_cast<size_t>(batch));
+  Tensor offsets = randint(-1, 2, {batch}, TensorOptions(kInt64), generator);
+  for (int64_t b = 0; b < batch; ++b)
+    lengths[static_cast<size_t>(b)] =
+        chunk_length(std::clamp<int64_t>(bucket + offsets[b].item<int64_t>(), 0, quantiles - 1), shape.seq_len);
+  const int64_t steps = *std::max_element(lengths.begin(), lengths.end());
+  // Ids 1..V-1 (0 is padding); the target of step t is the input of step t + 1, as in a record.
+  Tensor ids = randint(1, shape.num_classes, {steps + 1, batch}, TensorOptions(kInt64), generator);
+  Tensor x = zeros({steps, batch}, TensorOptions(kInt64)), y = full({steps, batch}, -100.0, TensorOptions(kInt64));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = lengths[static_cast<size_t>(b)];
+    x.narrow(0, 0, n).select(1, b).copy_(ids.narrow(0, 0, n).select(1, b));
+    y.narrow(0, 0, n).select(1, b).copy_(ids.narrow(0, 1, n).select(1, b));
+  }
+  return {x, y, tensor(lengths, {batch})};
+}
+
 }  // namespace
+
+double mean_char_chunk_length(int64_t bptt) {
+  double total = 0;
+  for (int64_t q = 0; q < static_cast<int64_t>(kFortuneChunkQuantiles.size()); ++q) total += chunk_length(q, bptt);
+  return total / static_cast<double>(kFortuneChunkQuantiles.size());
+}
+
+Tensor training_loss(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch) {
+  if (shape.kind == ModelKind::CharLm) {
+    auto& lm = dynamic_cast<CharLanguageModel&>(model);
+    return cross_entropy(lm.forward(batch.x, batch.lengths), batch.y.reshape({-1}));
+  }
+  return cross_entropy(model.forward(batch.x), batch.y);
+}
 
 std::shared_ptr<nn::UnaryModule> build_model(const ModelShape& shape, Generator* generator) {
   if (shape.kind == ModelKind::Lstm) return std::make_shared<LstmClassifier>(shape, generator);
+  if (shape.kind == ModelKind::CharLm) return std::make_shared<CharLanguageModel>(shape, generator);
   auto model = std::make_shared<nn::Sequential>();
   for (size_t i = 0; i + 1 < shape.mlp_sizes.size(); ++i) {
     if (i > 0) model->push_back(std::make_shared<nn::ReLU>());
@@ -108,45 +214,49 @@ std::shared_ptr<nn::UnaryModule> build_model(const ModelShape& shape, Generator*
 
 Shape input_shape(const ModelShape& shape, int64_t batch) {
   if (shape.kind == ModelKind::Lstm) return {shape.seq_len, batch, shape.input_size};
+  if (shape.kind == ModelKind::CharLm) return {shape.seq_len, batch};
   return {batch, shape.mlp_sizes.front()};
 }
 
 std::vector<Batch> make_batches(const ModelShape& shape, int64_t batch, int count, Generator* generator) {
   std::vector<Batch> batches;
   for (int i = 0; i < count; ++i) {
+    if (shape.kind == ModelKind::CharLm) {
+      batches.push_back(make_char_batch(shape, batch, generator));
+      continue;
+    }
     Tensor x = randn(input_shape(shape, batch), {}, generator);
     Tensor y = randint(0, shape.num_classes, {batch}, TensorOptions(kInt64), generator);
-    batches.push_back({x, y});
+    batches.push_back({x, y, Tensor()});
   }
   return batches;
 }
 
 TrainingRun::TrainingRun(const ModelShape& shape, int64_t batch, Device device, uint64_t seed, double lr, int pool,
                          const StateDict* weights)
-    : device_(device) {
+    : shape_(shape), device_(device) {
   Generator init(seed), data(seed + 1);
   model_ = build_model(shape, &init);
   if (weights) model_->load_state_dict(*weights);
   model_->to(device);
   optimizer_ = std::make_unique<optim::Adam>(model_->parameters(), optim::AdamOptions(lr));
-  for (Batch& b : make_batches(shape, batch, pool, &data)) batches_.push_back({b.x.to(device), b.y.to(device)});
+  for (Batch& b : make_batches(shape, batch, pool, &data)) batches_.push_back({b.x.to(device), b.y.to(device), b.lengths});
 }
 
 TrainingRun::TrainingRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches,
                          Device device, double lr)
-    : device_(device) {
+    : shape_(shape), device_(device) {
   TG_CHECK(!batches.empty(), "TrainingRun: no batches");
   model_ = build_model(shape);
   model_->load_state_dict(weights);
   model_->to(device);
   optimizer_ = std::make_unique<optim::Adam>(model_->parameters(), optim::AdamOptions(lr));
-  for (const Batch& b : batches) batches_.push_back({b.x.to(device), b.y.to(device)});
+  for (const Batch& b : batches) batches_.push_back({b.x.to(device), b.y.to(device), b.lengths});
 }
 
 Tensor TrainingRun::step() {
-  static const nn::CrossEntropyLoss loss_fn;
   const Batch& b = batches_[static_cast<size_t>(steps_ % static_cast<int64_t>(batches_.size()))];
-  Tensor loss = loss_fn(model_->forward(b.x), b.y);
+  Tensor loss = training_loss(shape_, *model_, b);
   optimizer_->zero_grad();
   loss.backward();
   optimizer_->step();

@@ -13,24 +13,37 @@
 
 namespace tapegrad::bench {
 
-enum class ModelKind { Mlp, Lstm };
+enum class ModelKind { Mlp, Lstm, CharLm };
 
 // The shape of one model. MLP: Linear(in, h1)-ReLU-...-Linear(hk, classes). LSTM: one LSTM layer
 // over a time-major sequence [T, B, I], then Linear(H, classes) on the last hidden state.
+// CharLm: the character-level language model of examples/char_lstm, Embedding(V, E) (row 0 the
+// padding id) -> LSTM(E, H, layers) over variable lengths -> Linear(H, V) at every step, trained
+// on next-character cross-entropy with padded steps ignored (input_size is E, num_classes is V,
+// seq_len the longest chunk: the BPTT length).
 struct ModelShape {
   ModelKind kind = ModelKind::Mlp;
   std::vector<int64_t> mlp_sizes;                        // MLP: in, hidden..., classes
-  int64_t input_size = 0, hidden_size = 0, seq_len = 0;  // LSTM
+  int64_t input_size = 0, hidden_size = 0, seq_len = 0;  // LSTM, CharLm
+  int64_t num_layers = 1;                                // CharLm
   int64_t num_classes = 10;
 
   static ModelShape mlp(std::vector<int64_t> sizes);
   static ModelShape lstm(int64_t input_size, int64_t hidden_size, int64_t seq_len, int64_t num_classes = 10);
-  // "mlp 1000-512-10" or "lstm I=32 H=128 T=50".
+  static ModelShape char_lm(int64_t vocab, int64_t embedding, int64_t hidden, int64_t layers, int64_t bptt);
+  // "mlp 1000-512-10", "lstm I=32 H=128 T=50" or "char lm V=116 E=64 H=256x2 T<=128".
   std::string describe() const;
   // Multiply-adds x 2 of one training step (forward + both backward GEMMs) per example; the
-  // elementwise work is left out, so it is a floor on the real count.
+  // elementwise work is left out, so it is a floor on the real count. A CharLm example is one
+  // sequence of the mean chunk length (mean_char_chunk_length()): padded steps are not work.
   double gemm_flops_per_example() const;
 };
+
+// CharLm batches take their lengths from the fortunes corpus: the chunks examples/char_lstm trains
+// on (each record's characters plus its end, cut into pieces of at most `bptt`), as 32 quantiles.
+// Each batch draws one quantile and its rows draw from it and its two neighbours, which is what
+// length bucketing makes of a batch (a few percent of padding, like the example's 9%).
+double mean_char_chunk_length(int64_t bptt);
 
 // A named configuration: one model, the batch sizes it is benchmarked at (the first is the
 // headline one), and its optimiser (Adam) learning rate.
@@ -42,22 +55,30 @@ struct NamedConfig {
   double lr = 1e-3;
 };
 
-// mlp_seed, mlp_fashion, lstm_row, lstm_small, lstm_large, in that order.
+// mlp_seed, mlp_fashion, lstm_row, lstm_small, lstm_large, char_lstm, in that order.
 const std::vector<NamedConfig>& named_configs();
 // Throws tapegrad::Error naming the known configurations when `name` is not one of them.
 const NamedConfig& named_config(const std::string& name);
 
 // The model of `shape` on the CPU, initialised from `generator` (PyTorch's default init).
-// MLP: a Sequential with children "0", "1", ... (so "0.weight"); LSTM: children "lstm" and "fc".
+// MLP: a Sequential with children "0", "1", ... (so "0.weight"); LSTM: children "lstm" and "fc";
+// CharLm: "embedding", "lstm" and "head", as examples/char_lstm names them.
 std::shared_ptr<nn::UnaryModule> build_model(const ModelShape& shape, Generator* generator = nullptr);
 
 // Inputs: MLP [B, in] float32, LSTM [T, B, I] float32; targets int64 [B] in [0, classes).
+// CharLm: input ids int64 [T, B] (T = seq_len), targets int64 [T, B] (-100 at padded steps),
+// lengths int64 [B]; the batch is as long as its longest row (at most T).
 Shape input_shape(const ModelShape& shape, int64_t batch);
 struct Batch {
   Tensor x, y;
+  Tensor lengths;  // CharLm only, on the CPU
 };
-// `count` random batches on the CPU (standard normal inputs, uniform labels) from `generator`.
+// `count` random batches on the CPU (standard normal inputs, uniform labels; CharLm: uniform ids
+// in [1, V) and corpus-like lengths) from `generator`.
 std::vector<Batch> make_batches(const ModelShape& shape, int64_t batch, int count, Generator* generator = nullptr);
+// The training loss of `model` (built by build_model for `shape`) on one batch on its device:
+// cross-entropy of the logits against the targets (CharLm: over every step, padding ignored).
+Tensor training_loss(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch);
 
 // One model, its Adam optimiser and a pool of batches on one device: the unit every benchmark
 // times. A step is forward + cross-entropy + zero_grad + backward + Adam step, on data already on
@@ -82,6 +103,7 @@ class TrainingRun {
   Device device() const { return device_; }
 
  private:
+  ModelShape shape_;
   std::shared_ptr<nn::UnaryModule> model_;
   std::unique_ptr<optim::Adam> optimizer_;
   std::vector<Batch> batches_;

@@ -3,6 +3,7 @@
 // step on CUDA agrees when a GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -16,6 +17,8 @@ namespace {
 // A smaller stand-in with the same structure, so the test stays fast for the large configurations.
 ModelShape shrunk(const ModelShape& shape) {
   if (shape.kind == ModelKind::Mlp) return shape;
+  if (shape.kind == ModelKind::CharLm)
+    return ModelShape::char_lm(shape.num_classes, 16, std::min<int64_t>(shape.hidden_size, 32), shape.num_layers, 12);
   return ModelShape::lstm(shape.input_size, std::min<int64_t>(shape.hidden_size, 64),
                           std::min<int64_t>(shape.seq_len, 12));
 }
@@ -25,7 +28,8 @@ ModelShape shrunk(const ModelShape& shape) {
 TEST(NamedConfigs, NamesAreTheDocumentedOnes) {
   std::vector<std::string> names;
   for (const NamedConfig& c : named_configs()) names.push_back(c.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"mlp_seed", "mlp_fashion", "lstm_row", "lstm_small", "lstm_large"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"mlp_seed", "mlp_fashion", "lstm_row", "lstm_small", "lstm_large", "char_lstm"}));
   EXPECT_EQ(named_config("lstm_small").batch_sizes, (std::vector<int64_t>{1, 16, 64, 256}));
   EXPECT_THROW(named_config("lstm_huge"), Error);
 }
@@ -39,6 +43,80 @@ TEST(NamedConfigs, ParameterNamesMatchPyTorch) {
                                          "fc.weight", "fc.bias"}));
 }
 
+TEST(NamedConfigs, CharLstmHasTheExamplesNames) {
+  std::set<std::string> names;
+  for (auto& [name, t] : build_model(named_config("char_lstm").shape)->named_parameters()) names.insert(name);
+  std::set<std::string> expected = {"embedding.weight", "head.weight", "head.bias"};
+  for (int layer = 0; layer < 2; ++layer)
+    for (const char* w : {"weight_ih_l", "weight_hh_l", "bias_ih_l", "bias_hh_l"})
+      expected.insert("lstm." + std::string(w) + std::to_string(layer));
+  EXPECT_EQ(names, expected);
+}
+
+// The char_lstm batches: padded to their longest row, ids in [1, V) inside a row and padding (id 0,
+// target -100) after it, targets shifted by one, lengths near each other as bucketing makes them.
+TEST(NamedConfigs, CharLstmBatchesArePaddedLikeTheExamples) {
+  const ModelShape& shape = named_config("char_lstm").shape;
+  Generator g(11);
+  int64_t real = 0, padded = 0;
+  for (const Batch& b : make_batches(shape, 32, 16, &g)) {
+    ASSERT_EQ(b.x.dim(), 2);
+    ASSERT_EQ(b.x.size(1), 32);
+    const std::vector<int64_t> lengths = b.lengths.tolist<int64_t>();
+    const int64_t steps = b.x.size(0);
+    EXPECT_LE(steps, shape.seq_len);
+    EXPECT_EQ(steps, *std::max_element(lengths.begin(), lengths.end()));
+    for (int64_t r = 0; r < 32; ++r) {
+      const int64_t n = lengths[static_cast<size_t>(r)];
+      ASSERT_GE(n, 1);
+      for (int64_t t = 0; t < steps; ++t) {
+        const int64_t x = b.x[t][r].item<int64_t>(), y = b.y[t][r].item<int64_t>();
+        if (t < n) {
+          EXPECT_TRUE(x >= 1 && x < shape.num_classes && y >= 1 && y < shape.num_classes) << t << " " << r;
+          if (t + 1 < n) EXPECT_EQ(y, b.x[t + 1][r].item<int64_t>());
+        } else {
+          EXPECT_EQ(x, 0);
+          EXPECT_EQ(y, -100);
+        }
+      }
+      real += n;
+    }
+    padded += steps * 32;
+  }
+  const double padding_share = 1.0 - static_cast<double>(real) / static_cast<double>(padded);
+  EXPECT_LT(padding_share, 0.3);  // bucketed: far from the ~60% of random lengths padded to 128
+  EXPECT_GT(padding_share, 0.0);  // and some padding, so the masking is exercised
+  EXPECT_NEAR(mean_char_chunk_length(128), 93.16, 0.01);
+}
+
+// Padded steps add nothing: the loss of a batch equals the loss over its rows run alone, weighted by
+// their lengths.
+TEST(NamedConfigs, CharLstmLossIgnoresPadding) {
+  const ModelShape shape = ModelShape::char_lm(116, 16, 32, 2, 128);  // char_lstm's lengths, narrower
+  auto model = build_model(shape, nullptr);
+  Generator g(5);
+  std::vector<Batch> pool = make_batches(shape, 4, 8, &g);
+  auto padded = std::find_if(pool.begin(), pool.end(),
+                             [](const Batch& b) { return min(b.lengths).item<int64_t>() < b.x.size(0); });
+  ASSERT_NE(padded, pool.end()) << "no batch of this seed has padding";
+  const Batch& b = *padded;
+  const std::vector<int64_t> lengths = b.lengths.tolist<int64_t>();
+  NoGradGuard no_grad;
+  const double batch_loss = training_loss(shape, *model, b).item();
+  double weighted = 0, total = 0;
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t n = lengths[static_cast<size_t>(r)];
+    Batch one{b.x.narrow(0, 0, n).narrow(1, r, 1).contiguous(), b.y.narrow(0, 0, n).narrow(1, r, 1).contiguous(),
+              tensor(std::vector<int64_t>{n}, {1})};
+    weighted += training_loss(shape, *model, one).item() * static_cast<double>(n);
+    total += static_cast<double>(n);
+  }
+  EXPECT_NEAR(batch_loss, weighted / total, 1e-5);
+  // Negative control: were the padded targets counted (as id 1 here), the loss would change.
+  Batch counted{b.x, where(eq(b.y, -100.0), ones_like(b.y), b.y), b.lengths};
+  EXPECT_GT(std::abs(training_loss(shape, *model, counted).item() - batch_loss), 1e-4);
+}
+
 TEST(NamedConfigs, EachTrainsOneStepOnTheCpu) {
   for (const NamedConfig& config : named_configs()) {
     SCOPED_TRACE(config.name);
@@ -48,7 +126,7 @@ TEST(NamedConfigs, EachTrainsOneStepOnTheCpu) {
     double loss = run.step().item();
     run.synchronize();
     EXPECT_TRUE(std::isfinite(loss));
-    EXPECT_NEAR(loss, std::log(10.0), 1.0);
+    EXPECT_NEAR(loss, std::log(static_cast<double>(shape.num_classes)), 1.0);  // random labels
     EXPECT_GT(sum(abs(run.model().parameters().front() - before)).item(), 0.0);
     EXPECT_EQ(run.steps_done(), 1);
   }

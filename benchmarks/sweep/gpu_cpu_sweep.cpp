@@ -28,6 +28,7 @@ std::vector<SweepCurve> grid(bool quick) {
   for (int64_t width : {64, 256, 1024, 4096})  // the mlp_seed shape with its hidden width varied
     curves.push_back({"mlp W=" + std::to_string(width), ModelShape::mlp({1000, width, 10}), mlp_batches});
   for (const char* name : {"lstm_row", "lstm_small", "lstm_large"}) curves.push_back(named(name, lstm_batches));
+  curves.push_back(named("char_lstm", {1, 4, 16, 32, 64, 256}));
   for (int64_t hidden : {64, 256, 1024})  // the lstm_small shape with its hidden size varied
     curves.push_back({"lstm H=" + std::to_string(hidden), ModelShape::lstm(32, hidden, 50), lstm_batches});
   for (int64_t steps : {10, 200})  // and with its sequence length varied
@@ -101,7 +102,9 @@ int main(int argc, char** argv) {
       for (int64_t batch : curve.batches) {
         SweepPoint point;
         point.batch = batch;
-        point.batch_bytes = shape_numel(input_shape(curve.shape, batch)) * 4 + batch * 8;  // f32 inputs, i64 targets
+        point.batch_bytes = curve.shape.kind == ModelKind::CharLm
+                                ? shape_numel(input_shape(curve.shape, batch)) * 16 + batch * 8  // i64 ids, targets, lengths
+                                : shape_numel(input_shape(curve.shape, batch)) * 4 + batch * 8;  // f32 inputs, i64 targets
         point.cpu = time_training(curve.shape, batch, kCPU, plan);
         if (report.gpu_found) {
           try {

@@ -120,13 +120,14 @@ void write_csv(const SweepReport& report, const std::string& path) {
          "h2d_pageable_ms,h2d_pinned_ms,batch_bytes,gpu_error\n";
   for (const CurveResult& r : report.curves) {
     const ModelShape& s = r.curve.shape;
-    bool lstm = s.kind == ModelKind::Lstm;
-    int64_t input = lstm ? s.input_size : s.mlp_sizes.front();
-    int64_t hidden = lstm ? s.hidden_size : s.mlp_sizes[1];
+    const bool recurrent = s.kind != ModelKind::Mlp;  // LSTM and CharLm: input_size, hidden_size, seq_len
+    int64_t input = recurrent ? s.input_size : s.mlp_sizes.front();
+    int64_t hidden = recurrent ? s.hidden_size : s.mlp_sizes[1];
+    const char* kind = s.kind == ModelKind::CharLm ? "char_lm" : recurrent ? "lstm" : "mlp";
     for (const SweepPoint& p : r.points) {
       auto s_up = p.speedup();
-      out << r.curve.name << "," << s.describe() << "," << (lstm ? "lstm" : "mlp") << "," << input << "," << hidden
-          << "," << (lstm ? s.seq_len : 0) << "," << p.batch << "," << p.cpu.median_ms << "," << p.cpu.steps << ","
+      out << r.curve.name << "," << s.describe() << "," << kind << "," << input << "," << hidden
+          << "," << (recurrent ? s.seq_len : 0) << "," << p.batch << "," << p.cpu.median_ms << "," << p.cpu.steps << ","
           << (p.gpu ? std::to_string(p.gpu->median_ms) : "") << "," << (p.gpu ? std::to_string(p.gpu->steps) : "")
           << "," << (s_up ? std::to_string(*s_up) : "") << ","
           << (p.copy_pageable_ms ? std::to_string(*p.copy_pageable_ms) : "") << ","
