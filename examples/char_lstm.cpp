@@ -43,6 +43,8 @@ void add_options(cxxopts::Options& cli) {
       ("seed", "random seed (initialisation, split, batches, dropout, sampling)", text("0"))
       ("device", "cpu, cuda, cuda:N or auto", text("auto"))
       ("threads", "CPU threads (0: OpenMP's default)", text("0"))
+      ("autocast", "off, or bf16: mixed precision, the LSTM's products in bfloat16 with float32 sums (CPU; docs/amp.md)",
+       text("off"))
       ("checkpoint", "save a safetensors checkpoint here after each epoch and when stopping", text(""))
       ("resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))
       ("sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training", text("0"))
@@ -387,6 +389,12 @@ int main(int argc, char** argv) {
     if (!parsed) return 0;
     const Options options = read_options(*parsed);
     const Device device = examples::pick_device((*parsed)["device"].as<std::string>());
+    const std::string autocast = (*parsed)["autocast"].as<std::string>();
+    TG_CHECK(autocast == "off" || autocast == "bf16", "char_lstm: --autocast must be off or bf16, got '", autocast,
+             "'");
+    // Training and validation both run under it; the gradients and the weights stay float32.
+    std::optional<amp::AutocastGuard> mixed_precision;
+    if (autocast == "bf16") mixed_precision.emplace(device, kBFloat16);
     return options.sample > 0 ? sample(options, device) : train(options, device);
   });
 }

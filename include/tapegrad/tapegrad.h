@@ -1,6 +1,7 @@
 // The whole public API in one include.
 #pragma once
 
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/engine.h"
 #include "tapegrad/autograd/grad_mode.h"

@@ -3,12 +3,14 @@
 // Float runs the shared formulas with the vectorisable activations of vec_math.h, compiled per
 // instruction set; double keeps the math library's (the gradchecks).
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
 #include "cpu/parallel.h"
+#include "cpu/sbgemm.h"
 #include "cpu/vec_math.h"
 #include "math/lstm.h"
 
@@ -200,13 +202,19 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
 // Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s. Each thread's rows of
 // a step are one product [x_t, h_{t-1}] [W_ih^T; W_hh^T] onto the bias: the input projection costs
 // no separate pass over [T, B, 4H], and the depth I + H keeps the kernel's tiles long.
+// products = kBFloat16 (autocast, float tensors only): the weights are rounded and packed once for
+// every step (Note [bf16 products] in sbgemm.cpp), each step's [x_t, h_{t-1}] as it is multiplied.
 void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
                              const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
-                             const Tensor& lengths, bool reverse) {
+                             const Tensor& lengths, bool reverse, DType products) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1), input = x.size(2);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
   const int64_t state = batch * hidden, width = 4 * hidden, depth = input + hidden;
+  const bool bf16 = products == kBFloat16;
+  TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
+  const PackedBf16Matrix w_bf16 =
+      bf16 ? PackedBf16Matrix(static_cast<const float*>(w_t.data_ptr()), width, 1, depth, width) : PackedBf16Matrix();
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xs = static_cast<const T*>(x.data_ptr());
@@ -231,7 +239,16 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
           std::copy_n(hp + (b0 + r) * hidden, hidden, xht + r * depth + input);
           if (b != nullptr) std::copy_n(b, width, zt + (b0 + r) * width);
         }
-        gemm_rows(rows, width, depth, xht, depth, w, width, b != nullptr ? T(1) : T(0), zt + b0 * width, width);
+        const T beta = b != nullptr ? T(1) : T(0);
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16) {
+            sbgemm(rows, 1.0f, xht, depth, 1, w_bf16, beta, zt + b0 * width, width);
+          } else {
+            gemm_rows(rows, width, depth, xht, depth, w, width, beta, zt + b0 * width, width);
+          }
+        } else {
+          gemm_rows(rows, width, depth, xht, depth, w, width, beta, zt + b0 * width, width);
+        }
         forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);
         hp = h + t * state;
         cp = c + t * state;
@@ -242,12 +259,17 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
 
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                               const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& grad_bias, const Tensor& lengths, bool reverse) {
+                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
   if (grad_bias.defined()) fill(grad_bias, 0.0);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
   const int64_t state = batch * hidden, width = 4 * hidden;
+  const bool bf16 = products == kBFloat16;
+  TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
+  const PackedBf16Matrix w_hh_bf16 = bf16 ? PackedBf16Matrix(static_cast<const float*>(w_hh.data_ptr()), hidden, 1,
+                                                             width, hidden)
+                                          : PackedBf16Matrix();
   // The incoming output gradient may be any view (a broadcast zero when the sequence is unused).
   const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
@@ -292,6 +314,12 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
         if (db != nullptr)
           for (int64_t b = b0; b < b1; ++b) add_row(db, dzt + b * width, width);
         // dh_prev += dgates W_hh, this slice's rows only
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16) {
+            sbgemm(b1 - b0, 1.0f, dzt + b0 * width, width, 1, w_hh_bf16, 1.0f, dhp + b0 * hidden, hidden);
+            continue;
+          }
+        }
         gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
       }
     });

@@ -2,6 +2,7 @@
 // cell kernels (src/math/lstm.h) between GEMMs. States are stored by time index: h_all[t] is the
 // state after processing time t, whichever direction the layer runs.
 #include "ops/op_helpers.h"
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/join.h"
@@ -103,10 +104,16 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-  if (auto recurrence = backend::kernels(device).lstm_recurrence_forward) {
+  // Under autocast the recurrence's products run in bf16 (amp/autocast.h); the backend without a
+  // whole-recurrence kernel has no such products yet.
+  const DType products = amp::product_dtype(device, dtype);
+  auto forward_recurrence = backend::kernels(device).lstm_recurrence_forward;
+  TG_CHECK(products == dtype || forward_recurrence != nullptr, "lstm: autocast products on ", device.str(),
+           " are not implemented yet");
+  if (forward_recurrence != nullptr) {
     // [W_ih^T; W_hh^T], [I + H, 4H]: each step's gates are one product of [x_t, h_{t-1}] with it.
     Tensor w_t = cat({w_ih.detach().t(), w_hh.detach().t()}, 0);
-    recurrence(xs, w_t, bias, h_init, c_init, gates, h_all, c_all, lens, reverse);
+    forward_recurrence(xs, w_t, bias, h_init, c_init, gates, h_all, c_all, lens, reverse, products);
   } else {
     // All timesteps' input projections (and the biases) in one GEMM, then one recurrent GEMM and
     // one cell call per step.
@@ -185,7 +192,8 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              auto recurrence = backend::kernels(dev).lstm_recurrence_backward;
              if (recurrence != nullptr) {
                if (need_b_ih || need_b_hh) db = empty_tensor({gates_width}, dt, dev);
-               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, db, lens_, reverse);
+               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, db, lens_, reverse,
+                          products);
              } else {
                TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
                for (int64_t s = steps - 1; s >= 0; --s) {

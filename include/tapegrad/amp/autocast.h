@@ -1,0 +1,44 @@
+// Autocast: mixed precision as a per-thread policy, like torch.autocast. Inside an
+// AutocastGuard(kCPU, kBFloat16) the ops that the policy lists run their products in bf16 with f32
+// accumulation, and everything else runs as before. Guards nest (the innermost wins) and belong to
+// the thread that made them.
+//
+// What it covers so far (docs/amp.md): the LSTM's recurrent products on the CPU (nn::LSTM,
+// lstm_layer): each step's [x_t, h_{t-1}] and the weights are rounded to bf16 and multiplied with
+// f32 sums (AVX512-BF16 where the CPU has it), the gate arithmetic and the cell state stay f32, and
+// the tensors the LSTM returns and the gradients it produces stay f32, as do the master weights.
+// Unlike PyTorch, whose autocast returns bf16 tensors from such ops, the outputs are the f32 sums:
+// the CPU's elementwise kernels are f32 ones. CUDA autocast is not implemented yet: a guard for a
+// CUDA device throws.
+#pragma once
+
+#include "tapegrad/core/device.h"
+#include "tapegrad/core/dtype.h"
+
+namespace tapegrad::amp {
+
+class AutocastGuard {
+ public:
+  // device: the device kind whose ops it affects (kCPU); dtype: the low-precision type (kBFloat16
+  // on the CPU). enabled = false turns autocast off inside the guard, as a nested
+  // torch.autocast(enabled=False) does.
+  explicit AutocastGuard(const Device& device, DType dtype = kBFloat16, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DeviceKind kind_;
+  bool saved_enabled_;
+  DType saved_dtype_;
+};
+
+// Whether autocast is on for `kind` in this thread, and its low-precision type.
+bool is_autocast_enabled(DeviceKind kind);
+DType autocast_dtype(DeviceKind kind);
+
+// The type an op listed by the policy runs its products in for inputs of `dtype` on `device`: the
+// autocast type when autocast is on there and dtype is float32, else dtype itself.
+DType product_dtype(const Device& device, DType dtype);
+
+}  // namespace tapegrad::amp

@@ -1,0 +1,296 @@
+// Note [bf16 products]: mixed precision's products on the CPU. Operands are rounded to bf16 (8 bits
+// of mantissa) and every sum is kept in f32. On CPUs with AVX512-BF16 (Zen 4 and 5, Cooper Lake,
+// Sapphire Rapids and later) one vdpbf16ps does 32 multiply-adds where an f32 FMA does 16, and the
+// operands take half the bytes, so the product runs at up to twice the f32 kernel's speed. The
+// kernel follows the f32 one (sgemm_avx512.cpp): a 12 x 32 register tile of C (24 accumulators), B
+// in panels of 32 columns read from L1 while every row tile of A passes over them. Differences:
+// depth goes in pairs (vdpbf16ps adds a[2p] b[2p] + a[2p+1] b[2p+1] per lane, so a panel holds each
+// column's pair side by side and a row's pair is one 32-bit broadcast), B is packed once into a
+// PackedBf16Matrix that many products reuse (an LSTM's weights, at every step), and A is
+// converted to bf16 rows per call (vcvtneps2bf16, which rounds to nearest even and, unlike the
+// scalar conversion, flushes denormals to zero). Elsewhere the operands are rounded the same way
+// (scalar) and multiplied by the f32 GEMM, so results agree to within the order of f32 sums.
+#include "cpu/sbgemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/sgemm_avx512.h"
+#include "tapegrad/core/error.h"
+#include "tapegrad/runtime.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TG_HAVE_AVX512_BF16 1
+#include <immintrin.h>
+#endif
+
+namespace tapegrad::cpu {
+
+namespace {
+
+std::atomic<bool> portable_forced{false};
+
+uint16_t round_bf16(float v) { return BFloat16(v).bits; }
+uint16_t round_bf16(BFloat16 v) { return v.bits; }
+float as_float(uint16_t bits) { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
+
+// Below this many multiply-adds a product stays on the calling thread (as in sgemm_avx512.cpp).
+constexpr int64_t kParallelMacs = int64_t{1} << 20;
+
+#ifdef TG_HAVE_AVX512_BF16
+
+#define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+constexpr int kMr = 12;       // rows of a register tile
+constexpr int kNr = 32;       // columns of a register tile and of a panel
+constexpr int64_t kKp = 256;  // depth pairs of a block: 256 x 32 columns x 4 bytes = 32 KiB of panel, for L1
+
+TG_AVX512_BF16 __mmask16 lanes(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// n contiguous floats to bf16, vectorised.
+TG_AVX512_BF16 void floats_to_bf16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 mask = lanes(n - i);
+    _mm256_mask_storeu_epi16(out + i, mask, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+// Rows of A as bf16, `ld` (even, >= k) apart, each padded with zeros to ld.
+template <class T>
+TG_AVX512_BF16 void rows_to_bf16(const T* a, int64_t rs, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
+  for (int64_t i = 0; i < m; ++i) {
+    uint16_t* row = out + i * ld;
+    if constexpr (std::is_same_v<T, float>) {
+      if (cs == 1) {
+        floats_to_bf16(a + i * rs, k, row);
+      } else {
+        for (int64_t p = 0; p < k; ++p) row[p] = round_bf16(a[i * rs + p * cs]);
+      }
+    } else {
+      for (int64_t p = 0; p < k; ++p) row[p] = round_bf16(a[i * rs + p * cs]);
+    }
+    for (int64_t p = k; p < ld; ++p) row[p] = 0;
+  }
+}
+
+// Panel j of B: for each depth pair p, 64 values: column c's (b[2p][c], b[2p + 1][c]) at 2c, 2c + 1.
+// Rows contiguous in float: two rows' 16 columns are converted and interleaved in registers.
+template <class T>
+TG_AVX512_BF16 void pack_panels(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* out) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t j0 = 0; j0 < n; j0 += kNr) {
+    uint16_t* panel = out + (j0 / kNr) * pairs * 2 * kNr;
+    for (int64_t p = 0; p < pairs; ++p) {
+      uint16_t* dst = panel + p * 2 * kNr;
+      const int64_t r0 = 2 * p, r1 = 2 * p + 1;
+      if constexpr (std::is_same_v<T, float>) {
+        if (cs == 1) {
+          for (int64_t h = 0; h < 2; ++h) {
+            const int64_t col = j0 + 16 * h;
+            const __mmask16 mask = lanes(n - col);
+            const __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + r0 * rs + col));
+            const __m256i hi = r1 < k ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + r1 * rs + col))
+                                      : _mm256_setzero_si256();
+            // Pairs within 128-bit lanes, then the lanes put in column order.
+            const __m256i low = _mm256_unpacklo_epi16(lo, hi), high = _mm256_unpackhi_epi16(lo, hi);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h), _mm256_permute2x128_si256(low, high, 0x20));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h + 16), _mm256_permute2x128_si256(low, high, 0x31));
+          }
+          continue;
+        }
+      }
+      for (int64_t c = 0; c < kNr; ++c) {
+        const int64_t col = j0 + c;
+        dst[2 * c] = col < n ? round_bf16(b[r0 * rs + col * cs]) : 0;
+        dst[2 * c + 1] = col < n && r1 < k ? round_bf16(b[r1 * rs + col * cs]) : 0;
+      }
+    }
+  }
+}
+
+// C[R x w] = alpha * (A rows)(panel) + beta * C over `pairs` depth pairs. a: the first row's first
+// pair, rows lda values apart; panel: the block's first pair; m0, m1: the columns of each half.
+template <int R>
+TG_AVX512_BF16 void tile_kernel(int64_t pairs, const uint16_t* __restrict a, int64_t lda,
+                                const uint16_t* __restrict panel, float* __restrict c, int64_t ldc, __mmask16 m0,
+                                __mmask16 m1, float alpha, float beta) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + p * 2 * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + p * 2 * kNr + kNr);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, a + r * lda + 2 * p, sizeof(pair));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(va, acc0[r]), x1 = _mm512_mul_ps(va, acc1[r]);
+    if (beta != 0.0f) {  // beta = 0 must not read C: it may hold anything, NaN included
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), x1);
+    }
+    _mm512_mask_storeu_ps(row, m0, x0);
+    _mm512_mask_storeu_ps(row + 16, m1, x1);
+  }
+}
+
+using TileKernel = void (*)(int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t, __mmask16, __mmask16,
+                            float, float);
+constexpr TileKernel kTileKernels[kMr + 1] = {nullptr,        tile_kernel<1>,  tile_kernel<2>, tile_kernel<3>,
+                                              tile_kernel<4>, tile_kernel<5>,  tile_kernel<6>, tile_kernel<7>,
+                                              tile_kernel<8>, tile_kernel<9>,  tile_kernel<10>, tile_kernel<11>,
+                                              tile_kernel<12>};
+
+// Panels [j0, j1) of C for all m rows of A (bf16 rows lda apart), on the calling thread.
+void native_panels(int64_t m, float alpha, const uint16_t* a, int64_t lda, const PackedBf16Matrix& b, float beta,
+                   float* c, int64_t ldc, int64_t j0, int64_t j1) {
+  const int64_t pairs = (b.rows() + 1) / 2, n = b.cols();
+  for (int64_t p0 = 0; p0 < pairs; p0 += kKp) {
+    const int64_t kp = std::min(kKp, pairs - p0);
+    const float beta_block = p0 == 0 ? beta : 1.0f;  // later depth blocks add to what the first wrote
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t col = j * kNr;
+      const __mmask16 m0 = lanes(n - col), m1 = lanes(n - col - 16);
+      const uint16_t* panel = b.pairs() + j * pairs * 2 * kNr + p0 * 2 * kNr;
+      for (int64_t i = 0; i < m; i += kMr) {
+        const int r = static_cast<int>(std::min<int64_t>(kMr, m - i));
+        kTileKernels[r](kp, a + i * lda + 2 * p0, lda, panel, c + i * ldc + col, ldc, m0, m1, alpha, beta_block);
+      }
+    }
+  }
+}
+
+template <class T>
+void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
+                    float beta, float* c, int64_t ldc) {
+  const int64_t k = b.rows(), n = b.cols(), lda = 2 * ((k + 1) / 2);
+  thread_local std::vector<uint16_t> rows;  // kept: an LSTM step must not allocate
+  rows.resize(static_cast<size_t>(m * lda));
+  rows_to_bf16(a, a_rs, a_cs, m, k, rows.data(), lda);
+  const uint16_t* a16 = rows.data();
+  const int64_t panels = (n + kNr - 1) / kNr;
+  const int threads = get_num_threads();
+  if (threads <= 1 || m * n * k < kParallelMacs || omp_in_parallel() || panels < 2) {
+    native_panels(m, alpha, a16, lda, b, beta, c, ldc, 0, panels);
+    return;
+  }
+  const int use = static_cast<int>(std::min<int64_t>(threads, panels));
+#pragma omp parallel num_threads(use)
+  {
+    const int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+    native_panels(m, alpha, a16, lda, b, beta, c, ldc, panels * part / parts, panels * (part + 1) / parts);
+  }
+}
+
+#endif  // TG_HAVE_AVX512_BF16
+
+// The portable path: A rounded to bf16 values held as floats, times B's rounded floats, in f32.
+template <class T>
+void portable_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
+                      float beta, float* c, int64_t ldc) {
+  const int64_t k = b.rows(), n = b.cols();
+  std::vector<float> rounded(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) rounded[static_cast<size_t>(i * k + p)] = as_float(round_bf16(a[i * a_rs + p * a_cs]));
+  if (use_sgemm_avx512()) {
+    sgemm_avx512(m, n, k, alpha, rounded.data(), k, 1, b.floats(), n, 1, beta, c, ldc);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                alpha, rounded.data(), static_cast<int>(k), b.floats(), static_cast<int>(n), beta, c,
+                static_cast<int>(ldc));
+  }
+}
+
+template <class T>
+void product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
+             float* c, int64_t ldc) {
+  const int64_t n = b.cols();
+  if (m <= 0 || n <= 0) return;
+  if (b.rows() == 0 || alpha == 0.0f) {  // no product: C = beta * C, and beta = 0 clears it
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+#ifdef TG_HAVE_AVX512_BF16
+  if (b.native()) {
+    native_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+    return;
+  }
+#endif
+  portable_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+}
+
+}  // namespace
+
+bool sbgemm_native_available() {
+#ifdef TG_HAVE_AVX512_BF16
+  static const bool available = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl");
+  return available;
+#else
+  return false;
+#endif
+}
+
+bool sbgemm_uses_native() { return sbgemm_native_available() && !portable_forced.load(std::memory_order_relaxed); }
+
+void sbgemm_force_portable(bool portable) { portable_forced.store(portable); }
+
+PackedBf16Matrix::PackedBf16Matrix(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n)
+    : k_(k), n_(n), native_(sbgemm_uses_native()) {
+  TG_CHECK(k >= 0 && n >= 0, "bf16 matmul: bad matrix size ", k, " x ", n);
+  pack(b, rs, cs);
+}
+
+PackedBf16Matrix::PackedBf16Matrix(const BFloat16* b, int64_t rs, int64_t cs, int64_t k, int64_t n)
+    : k_(k), n_(n), native_(sbgemm_uses_native()) {
+  TG_CHECK(k >= 0 && n >= 0, "bf16 matmul: bad matrix size ", k, " x ", n);
+  pack(b, rs, cs);
+}
+
+template <class T>
+void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
+#ifdef TG_HAVE_AVX512_BF16
+  if (native_) {
+    const int64_t panels = (n_ + kNr - 1) / kNr, pairs = (k_ + 1) / 2;
+    pairs_.assign(static_cast<size_t>(panels * pairs * 2 * kNr), 0);
+    pack_panels(b, rs, cs, k_, n_, pairs_.data());
+    return;
+  }
+#endif
+  floats_.resize(static_cast<size_t>(k_ * n_));
+  for (int64_t p = 0; p < k_; ++p)
+    for (int64_t j = 0; j < n_; ++j) floats_[static_cast<size_t>(p * n_ + j)] = as_float(round_bf16(b[p * rs + j * cs]));
+}
+
+void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
+            float* c, int64_t ldc) {
+  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+}
+
+void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
+            float beta, float* c, int64_t ldc) {
+  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+}
+
+}  // namespace tapegrad::cpu

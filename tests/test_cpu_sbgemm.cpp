@@ -1,0 +1,197 @@
+// The bf16 products with f32 accumulation (src/cpu/sbgemm.h) against a double-precision reference
+// of the bf16-rounded operands: every edge of the blocking (tile rows, panel columns, depth blocks
+// and an odd depth), both layouts of each operand, f32 and bf16 sources, alpha and beta, one and
+// two threads, on the AVX512-BF16 kernel where the CPU has it and on the portable path always.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cpu/sbgemm.h"
+#include "tapegrad/tapegrad.h"
+
+namespace {
+
+using tapegrad::BFloat16;
+using tapegrad::cpu::PackedBf16Matrix;
+
+struct Case {
+  int64_t m, n, k;
+  bool a_transposed, b_transposed;
+  float alpha, beta;
+};
+
+class ThreadCount {
+ public:
+  explicit ThreadCount(int threads) : saved_(tapegrad::get_num_threads()) { tapegrad::set_num_threads(threads); }
+  ~ThreadCount() { tapegrad::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// Selects a path for one scope; the native one only where the CPU has it.
+class Path {
+ public:
+  explicit Path(bool native) { tapegrad::cpu::sbgemm_force_portable(!native); }
+  ~Path() { tapegrad::cpu::sbgemm_force_portable(false); }
+};
+
+std::vector<float> random_values(size_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+double rounded(float v) { return static_cast<float>(BFloat16(v)); }
+
+// Runs one case with padded leading dimensions and checks every element of C against the double
+// product of the rounded operands, and that C's padding is untouched. Returns the largest
+// difference between C and the product of the unrounded operands (for the negative control).
+template <class Source>
+double check_case(const Case& t) {
+  const int64_t pad = 3;
+  const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
+  const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
+  std::vector<float> a32 = random_values(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
+  std::vector<float> b32 = random_values(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
+  std::vector<Source> a(a32.begin(), a32.end()), b(b32.begin(), b32.end());
+  const int64_t ldc = t.n + pad;
+  std::vector<float> c = random_values(static_cast<size_t>(t.m * ldc), 3);
+  if (t.beta == 0.0f)  // must be overwritten, never read
+    for (size_t i = 0; i < c.size(); ++i)
+      if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> c_before = c;
+  auto a_at = [&](int64_t i, int64_t p) { return a32[t.a_transposed ? p * a_lead + i : i * a_lead + p]; };
+  auto b_at = [&](int64_t p, int64_t j) { return b32[t.b_transposed ? j * b_lead + p : p * b_lead + j]; };
+
+  PackedBf16Matrix packed(b.data(), t.b_transposed ? 1 : b_lead, t.b_transposed ? b_lead : 1, t.k, t.n);
+  tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), t.a_transposed ? 1 : a_lead, t.a_transposed ? a_lead : 1, packed,
+                        t.beta, c.data(), ldc);
+
+  double off_unrounded = 0;
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = c[i * ldc + j];
+      if (j >= t.n) {
+        EXPECT_EQ(got, c_before[i * ldc + j]) << "wrote past column " << t.n;
+        continue;
+      }
+      double want = 0, exact = 0, magnitude = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        want += rounded(a_at(i, p)) * rounded(b_at(p, j));
+        exact += static_cast<double>(a_at(i, p)) * b_at(p, j);
+        magnitude += std::fabs(rounded(a_at(i, p)) * rounded(b_at(p, j)));
+      }
+      want *= t.alpha, exact *= t.alpha;
+      if (t.beta != 0.0f) {
+        want += static_cast<double>(t.beta) * c_before[i * ldc + j];
+        exact += static_cast<double>(t.beta) * c_before[i * ldc + j];
+      }
+      EXPECT_NEAR(got, want, 2e-6 * (magnitude + 1.0))
+          << "C(" << i << ", " << j << ") of m=" << t.m << " n=" << t.n << " k=" << t.k;
+      if (::testing::Test::HasFailure()) return off_unrounded;
+      off_unrounded = std::max(off_unrounded, std::fabs(got - exact) / (magnitude + 1.0));
+    }
+  }
+  return off_unrounded;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  // Tile rows 1..12 and beyond, panel columns around 16 and 32, depth odd and across a block (512).
+  for (int64_t m : {1, 5, 12, 13, 16, 29})
+    for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
+      for (int64_t k : {1, 2, 7, 64, 513, 1030}) out.push_back({m, n, k, false, false, 1.0f, 0.0f});
+  for (bool at : {false, true})
+    for (bool bt : {false, true}) {
+      out.push_back({13, 45, 37, at, bt, 1.0f, 0.0f});
+      out.push_back({25, 64, 600, at, bt, -0.5f, 1.0f});
+      out.push_back({12, 33, 9, at, bt, 2.0f, 0.25f});
+    }
+  return out;
+}
+
+void run_all(bool native, int threads) {
+  Path path(native);
+  ThreadCount count(threads);
+  for (const Case& t : cases()) {
+    SCOPED_TRACE(::testing::Message() << "m=" << t.m << " n=" << t.n << " k=" << t.k << " at=" << t.a_transposed
+                                      << " bt=" << t.b_transposed << " alpha=" << t.alpha << " beta=" << t.beta);
+    check_case<float>(t);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+
+TEST(CpuSbgemm, NativeKernelMatchesTheRoundedReference) {
+  if (!tapegrad::cpu::sbgemm_native_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  run_all(/*native=*/true, 1);
+}
+
+TEST(CpuSbgemm, NativeKernelOnTwoThreads) {
+  if (!tapegrad::cpu::sbgemm_native_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  Path path(true);
+  ThreadCount count(2);
+  // Large enough to be split across threads (more than 2^20 multiply-adds, several panels).
+  check_case<float>({64, 200, 300, false, false, 1.0f, 0.0f});
+  check_case<float>({40, 130, 520, true, false, 1.0f, 1.0f});
+}
+
+TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) { run_all(/*native=*/false, 2); }
+
+TEST(CpuSbgemm, Bf16SourcesGiveTheSameProducts) {
+  for (bool native : {false, true}) {
+    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
+    Path path(native);
+    check_case<BFloat16>({13, 45, 37, false, false, 1.0f, 0.0f});
+    check_case<BFloat16>({13, 45, 37, true, true, 1.0f, 0.5f});
+  }
+}
+
+// Negative control: the products really are of bf16-rounded operands. Against the unrounded f32
+// product they are off by far more than the tolerance above (about 2^-9 relative per operand).
+TEST(CpuSbgemm, OperandsAreRoundedToBf16) {
+  for (bool native : {false, true}) {
+    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
+    Path path(native);
+    const double off = check_case<float>({16, 32, 256, false, false, 1.0f, 0.0f});
+    EXPECT_GT(off, 1e-4) << (native ? "native" : "portable");
+  }
+}
+
+// One packed matrix serves many products, as an LSTM's weights serve every step.
+TEST(CpuSbgemm, PackedMatrixIsReusable) {
+  for (bool native : {false, true}) {
+    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
+    Path path(native);
+    const int64_t k = 40, n = 48, m = 3;
+    std::vector<float> b = random_values(static_cast<size_t>(k * n), 7);
+    PackedBf16Matrix packed(b.data(), n, 1, k, n);
+    EXPECT_EQ(packed.native(), native);
+    for (uint32_t step = 0; step < 4; ++step) {
+      std::vector<float> a = random_values(static_cast<size_t>(m * k), 100 + step), c(static_cast<size_t>(m * n));
+      tapegrad::cpu::sbgemm(m, 1.0f, a.data(), k, 1, packed, 0.0f, c.data(), n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += rounded(a[i * k + p]) * rounded(b[p * n + j]);
+          ASSERT_NEAR(c[i * n + j], want, 1e-4) << "step " << step;
+        }
+    }
+  }
+}
+
+TEST(CpuSbgemm, EmptyDepthScalesC) {
+  std::vector<float> c = {1, 2, 3, 4};
+  PackedBf16Matrix packed(static_cast<const float*>(nullptr), 2, 1, 0, 2);
+  tapegrad::cpu::sbgemm(2, 1.0f, static_cast<const float*>(nullptr), 0, 1, packed, 0.5f, c.data(), 2);
+  EXPECT_EQ(c, (std::vector<float>{0.5f, 1, 1.5f, 2}));
+  tapegrad::cpu::sbgemm(2, 1.0f, static_cast<const float*>(nullptr), 0, 1, packed, 0.0f, c.data(), 2);
+  EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
