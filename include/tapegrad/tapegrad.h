@@ -1,7 +1,9 @@
 // The whole public API in one include.
 #pragma once
 
+#include "tapegrad/amp/grad_scaler.h"
 #include "tapegrad/autograd/anomaly_mode.h"
+#include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/engine.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/gradcheck.h"
