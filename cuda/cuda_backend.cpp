@@ -13,6 +13,7 @@ void register_cuda_backend() {
   cuda_backend::register_blas(table);
   cuda_backend::register_lstm(table);
   cuda_backend::register_optim(table);
+  cuda_backend::register_amp(table);
 #if !defined(TAPEGRAD_NO_CUDNN)  // the emulation build has no cuDNN: its slots stay empty
   cuda_backend::register_cudnn(table);
 #endif

@@ -15,6 +15,7 @@ void register_reductions(backend::KernelTable& table); // reduce, softmax, layer
 void register_blas(backend::KernelTable& table);       // gemm, bmm (cuBLAS)
 void register_lstm(backend::KernelTable& table);       // the fused LSTM cell
 void register_optim(backend::KernelTable& table);      // SGD / Adam, multi-tensor
+void register_amp(backend::KernelTable& table);        // GradScaler's fused unscale
 void register_cudnn(backend::KernelTable& table);      // the cuDNN LSTM
 
 // Functions shared between families.

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "tapegrad/amp/autocast.h"
+#include "tapegrad/amp/grad_scaler.h"
 #include "tapegrad/autograd/anomaly_mode.h"
+#include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/engine.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/gradcheck.h"

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "autograd/anomaly_check.h"
+#include "autograd/requires_grad_probe.h"
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/hooks.h"
@@ -158,7 +159,10 @@ Tensor SavedTensor::get() const {
 }
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
-  if (!grad_enabled()) return false;
+  if (!grad_enabled()) {
+    RequiresGradProbe::note(inputs);  // Note [checkpoint probe]
+    return false;
+  }
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;

@@ -41,6 +41,7 @@ void register_cpu_backend() {
   t.adam_step = cpu::adam_step;
   t.sgd_step_many = cpu::sgd_step_many;
   t.adam_step_many = cpu::adam_step_many;
+  t.non_finite_check_and_unscale = cpu::non_finite_check_and_unscale;
 }
 
 }  // namespace tapegrad::backend

@@ -80,4 +80,8 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::SgdHyper& hyper);
 void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper);
 
+// amp.cpp
+void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                  const Tensor& inv_scale);
+
 }  // namespace tapegrad::cpu

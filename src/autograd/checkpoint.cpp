@@ -1,0 +1,163 @@
+// checkpoint(): a tape node whose backward re-runs the function under grad mode and backpropagates
+// through the recomputation (torch.utils.checkpoint). Forward keeps the inputs (as SavedTensors,
+// so an in-place change is caught) and the default generator's state; nothing fn made.
+#include "tapegrad/autograd/checkpoint.h"
+
+#include <memory>
+#include <string>
+
+#include "autograd/requires_grad_probe.h"
+#include "tapegrad/autograd/engine.h"
+#include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/autograd/node.h"
+#include "tapegrad/core/generator.h"
+
+namespace tapegrad {
+
+namespace {
+
+using autograd::SavedTensor;
+
+// Sets grad mode for a scope and puts the previous mode back, also when fn throws.
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool enabled) : previous_(autograd::grad_enabled()) { autograd::set_grad_enabled(enabled); }
+  ~GradModeScope() { autograd::set_grad_enabled(previous_); }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Puts the default generator in a saved state for a scope, then back where it was, so that a
+// recomputation neither changes nor depends on the draws made since the forward pass.
+class GeneratorStateScope {
+ public:
+  GeneratorStateScope(bool active, uint64_t seed, uint64_t offset) : active_(active) {
+    if (!active_) return;
+    Generator& g = default_generator();
+    seed_ = g.seed();
+    offset_ = g.offset();
+    g.set_state(seed, offset);
+  }
+  ~GeneratorStateScope() {
+    if (active_) default_generator().set_state(seed_, offset_);
+  }
+  GeneratorStateScope(const GeneratorStateScope&) = delete;
+  GeneratorStateScope& operator=(const GeneratorStateScope&) = delete;
+
+ private:
+  bool active_;
+  uint64_t seed_ = 0, offset_ = 0;
+};
+
+// What the node keeps between forward and backward.
+struct CheckpointState {
+  CheckpointFunction fn;
+  std::vector<SavedTensor> inputs;
+  std::vector<bool> input_requires_grad;
+  bool preserve_rng_state;
+  uint64_t rng_seed, rng_offset;
+  std::vector<size_t> recorded;     // the outputs given to the node (the floating-point ones)
+  std::vector<Shape> output_sizes;  // every output's shape, to check the recomputation
+};
+
+void check_outputs(const std::vector<Tensor>& outputs, const char* when) {
+  TG_CHECK(!outputs.empty(), "checkpoint: fn returned no tensor ", when,
+           "; it must return at least one (a Tensor or a non-empty std::vector<Tensor>)");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    TG_CHECK(outputs[i].defined(), "checkpoint: output ", i, " of fn is undefined ", when);
+}
+
+std::vector<Tensor> recompute_and_backward(const CheckpointState& state, const std::vector<Tensor>& grads) {
+  // Fresh leaves on the saved inputs' memory: the recomputation's graph ends at them, and their
+  // .grad() is what this node passes on. get() throws if an input was changed in place.
+  std::vector<Tensor> leaves;
+  leaves.reserve(state.inputs.size());
+  for (size_t i = 0; i < state.inputs.size(); ++i) {
+    Tensor leaf = state.inputs[i].get().detach();
+    if (state.input_requires_grad[i]) leaf.requires_grad_(true);
+    leaves.push_back(leaf);
+  }
+  std::vector<Tensor> outputs;
+  {
+    GeneratorStateScope rng(state.preserve_rng_state, state.rng_seed, state.rng_offset);
+    GradModeScope grad_mode(true);
+    outputs = state.fn(leaves);
+  }
+  check_outputs(outputs, "when recomputed in backward");
+  TG_CHECK(outputs.size() == state.output_sizes.size(), "checkpoint: fn returned ", outputs.size(),
+           " tensors when recomputed in backward, but ", state.output_sizes.size(),
+           " in the forward pass; it must do the same work each time");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    TG_CHECK(outputs[i].sizes() == state.output_sizes[i], "checkpoint: output ", i, " has shape ",
+             shape_str(outputs[i].sizes()), " when recomputed in backward, but ", shape_str(state.output_sizes[i]),
+             " in the forward pass; it must do the same work each time");
+  std::vector<Tensor> roots, root_grads;
+  for (size_t k = 0; k < state.recorded.size(); ++k) {
+    const Tensor& out = outputs[state.recorded[k]];
+    if (!out.requires_grad() || !grads[k].defined()) continue;  // does not depend on anything needing grad
+    roots.push_back(out);
+    root_grads.push_back(grads[k]);
+  }
+  std::vector<Tensor> input_grads(leaves.size());
+  if (roots.empty()) return input_grads;
+  // The recomputed graph is used once and freed; retain_graph of the outer pass keeps this node
+  // (and so the saved inputs), which is all a second backward needs.
+  autograd::backward(roots, root_grads, /*retain_graph=*/false);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (state.input_requires_grad[i]) input_grads[i] = leaves[i].grad();
+  return input_grads;
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
+                               bool preserve_rng_state) {
+  TG_CHECK(static_cast<bool>(fn), "checkpoint: fn is empty");
+  for (size_t i = 0; i < inputs.size(); ++i) TG_CHECK(inputs[i].defined(), "checkpoint: input ", i, " is undefined");
+  if (!autograd::grad_enabled()) {  // nothing is recorded, so nothing is recomputed
+    std::vector<Tensor> outputs = fn(inputs);
+    check_outputs(outputs, "");
+    return outputs;
+  }
+  auto state = std::make_shared<CheckpointState>();
+  state->preserve_rng_state = preserve_rng_state;
+  const Generator& generator = default_generator();
+  state->rng_seed = generator.seed();
+  state->rng_offset = generator.offset();
+  std::vector<Tensor> outputs;
+  bool used_grad = false;  // Note [checkpoint probe]
+  {
+    autograd::RequiresGradProbe probe;
+    GradModeScope no_grad(false);
+    outputs = fn(inputs);
+    used_grad = probe.hit();
+  }
+  check_outputs(outputs, "");
+  bool any_input_requires_grad = false;
+  for (const Tensor& input : inputs) {
+    state->inputs.emplace_back(input);
+    state->input_requires_grad.push_back(input.requires_grad());
+    any_input_requires_grad = any_input_requires_grad || input.requires_grad();
+  }
+  if (!used_grad && !any_input_requires_grad) return outputs;
+  // Detached, so that an output that is an input (or a view of one) gets a history of its own
+  // without rewriting the input's.
+  std::vector<Tensor> recorded;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    state->output_sizes.push_back(outputs[i].sizes());
+    outputs[i] = outputs[i].detach();
+    if (!outputs[i].is_floating_point()) continue;
+    state->recorded.push_back(i);
+    recorded.push_back(outputs[i]);
+  }
+  if (recorded.empty()) return outputs;
+  state->fn = fn;
+  autograd::record("CheckpointBackward", inputs, recorded,
+                   [state](const std::vector<Tensor>& grads) { return recompute_and_backward(*state, grads); });
+  return outputs;
+}
+
+}  // namespace tapegrad
