@@ -2,10 +2,9 @@
 // turned into one observe::MetricsLogger (which does nothing when no flag is given).
 #pragma once
 
+#include <cxxopts.hpp>
 #include <memory>
 #include <string>
-
-#include <cxxopts.hpp>
 
 #include "tapegrad/observe/metrics_logger.h"
 

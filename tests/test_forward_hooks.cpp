@@ -10,8 +10,8 @@ TEST(ForwardHooks, RunAfterOperatorCallWithInputsAndOutputs) {
   nn::Linear fc(3, 2);
   int calls = 0;
   Tensor x = randn({4, 3});
-  nn::RemovableHandle handle = fc.register_forward_hook(
-      [&](nn::Module& m, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  nn::RemovableHandle handle =
+      fc.register_forward_hook([&](nn::Module& m, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
         ++calls;
         EXPECT_EQ(&m, &fc);
         ASSERT_EQ(in.size(), 1u);
@@ -36,9 +36,8 @@ TEST(ForwardHooks, RunInRegistrationOrderAndMayRemoveThemselves) {
   nn::ReLU relu;
   std::vector<int> order;
   nn::RemovableHandle second;
-  nn::RemovableHandle first = relu.register_forward_hook([&](nn::Module&, const auto&, const auto&) {
-    order.push_back(1);
-  });
+  nn::RemovableHandle first =
+      relu.register_forward_hook([&](nn::Module&, const auto&, const auto&) { order.push_back(1); });
   second = relu.register_forward_hook([&](nn::Module&, const auto&, const auto&) {
     order.push_back(2);
     second.remove();
@@ -58,7 +57,8 @@ TEST(ForwardHooks, SequentialCallsChildrenThroughTheirHooks) {
       seen.push_back((name.empty() ? "root" : name) + ":" + mod.name() + shape_str(out[0].sizes()));
     }));
   seq(randn({3, 5}));
-  EXPECT_EQ(seen, (std::vector<std::string>{"0:Linear[3, 4]", "1:ReLU[3, 4]", "2:Linear[3, 2]", "root:Sequential[3, 2]"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"0:Linear[3, 4]", "1:ReLU[3, 4]", "2:Linear[3, 2]", "root:Sequential[3, 2]"}));
   // Negative control: with the hooks removed nothing is recorded.
   for (auto& h : handles) h.remove();
   seen.clear();

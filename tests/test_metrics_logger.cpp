@@ -153,10 +153,14 @@ std::vector<std::vector<std::string>> csv_rows(const std::string& path) {
     bool quoted = false;
     for (size_t i = 0; i < line.size(); ++i) {
       char c = line[i];
-      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cell += '"', ++i;
-      else if (c == '"') quoted = !quoted;
-      else if (c == ',' && !quoted) cells.push_back(cell), cell.clear();
-      else cell += c;
+      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cell += '"', ++i;
+      else if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        cells.push_back(cell), cell.clear();
+      else
+        cell += c;
     }
     cells.push_back(cell);
     rows.push_back(cells);
@@ -231,7 +235,8 @@ TEST(MetricsLogger, UnusablePathsNameThePath) {
   std::ofstream(file) << "x";
   observe::MetricsLoggerOptions options;
   options.tensorboard_dir = file + "/tb";  // a directory below a regular file
-  expect_error([&] { observe::MetricsLogger log(options); }, {"TensorBoardWriter", "cannot create the directory", file});
+  expect_error([&] { observe::MetricsLogger log(options); },
+               {"TensorBoardWriter", "cannot create the directory", file});
   options = {};
   options.tensorboard_dir = file;  // exists, but not a directory
   expect_error([&] { observe::MetricsLogger log(options); }, {"TensorBoardWriter", file, "directory"});

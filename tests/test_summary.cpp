@@ -27,7 +27,9 @@ class RowLstm : public nn::UnaryModule {
   std::shared_ptr<nn::Linear> fc_;
 };
 
-bool contains(const std::string& text, const std::string& piece) { return text.find(piece) != std::string::npos; }
+bool contains(const std::string& text, const std::string& piece) {
+  return text.find(piece) != std::string::npos;
+}
 
 }  // namespace
 
@@ -87,7 +89,7 @@ TEST(Summary, RowLstm) {
   EXPECT_EQ(s.layers[2].name, "fc");
   // weight_ih [4H, 28], weight_hh [4H, H], bias_ih and bias_hh [4H]
   const int64_t lstm = 4 * H * 28 + 4 * H * H + 2 * 4 * H;  // 80,896
-  const int64_t fc = H * 10 + 10;                            // 1,290
+  const int64_t fc = H * 10 + 10;                           // 1,290
   EXPECT_EQ(lstm, 80896);
   EXPECT_EQ(s.layers[1].num_params, lstm);
   EXPECT_EQ(s.layers[2].num_params, fc);

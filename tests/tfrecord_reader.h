@@ -31,7 +31,9 @@ inline uint32_t crc32c_bitwise(const std::string& data) {
   }
   return ~crc;
 }
-inline uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+inline uint32_t masked(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
 
 inline uint64_t little_endian(const std::string& bytes, size_t at, int n) {
   uint64_t v = 0;
@@ -78,14 +80,18 @@ inline std::vector<Field> fields(const std::string& message) {
   while (at < message.size()) {
     const uint64_t key = varint(message, at);
     Field f{static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
-    if (f.type == 0) f.integer = varint(message, at);
-    else if (f.type == 1) f.integer = little_endian(message, at, 8), at += 8;
-    else if (f.type == 5) f.integer = little_endian(message, at, 4), at += 4;
+    if (f.type == 0)
+      f.integer = varint(message, at);
+    else if (f.type == 1)
+      f.integer = little_endian(message, at, 8), at += 8;
+    else if (f.type == 5)
+      f.integer = little_endian(message, at, 4), at += 4;
     else if (f.type == 2) {
       const uint64_t n = varint(message, at);
       f.bytes = message.substr(at, n);
       at += n;
-    } else throw std::runtime_error("unexpected wire type");
+    } else
+      throw std::runtime_error("unexpected wire type");
     out.push_back(f);
   }
   return out;
@@ -101,9 +107,12 @@ struct Event {
 inline Event decode_event(const std::string& data) {
   Event e;
   for (const Field& f : fields(data)) {
-    if (f.number == 1 && f.type == 1) std::memcpy(&e.wall_time, &f.integer, 8);
-    else if (f.number == 2 && f.type == 0) e.step = static_cast<int64_t>(f.integer);
-    else if (f.number == 3 && f.type == 2) e.file_version = f.bytes;
+    if (f.number == 1 && f.type == 1)
+      std::memcpy(&e.wall_time, &f.integer, 8);
+    else if (f.number == 2 && f.type == 0)
+      e.step = static_cast<int64_t>(f.integer);
+    else if (f.number == 3 && f.type == 2)
+      e.file_version = f.bytes;
     else if (f.number == 5 && f.type == 2) {
       for (const Field& value : fields(f.bytes)) {
         EXPECT_EQ(value.number, 1u);  // Summary.value

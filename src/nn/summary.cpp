@@ -55,8 +55,8 @@ std::string render(const ModelSummary& s) {
   for (const LayerSummary& layer : s.layers) {
     std::string label = std::string(2 * layer.depth, ' ') + layer.type;
     if (!layer.name.empty()) label += " (" + layer.name + ")";
-    rows.push_back({label, shapes_text(layer), layer.num_params ? with_commas(layer.num_params) : "--",
-                    trainable_text(layer)});
+    rows.push_back(
+        {label, shapes_text(layer), layer.num_params ? with_commas(layer.num_params) : "--", trainable_text(layer)});
   }
   std::vector<size_t> widths;
   for (size_t c = 0; c < header.size(); ++c) {
@@ -93,8 +93,8 @@ std::string render(const ModelSummary& s) {
 }  // namespace
 
 ModelSummary summary(Module& model, const std::function<void()>& run_forward, const SummaryOptions& options) {
-  TG_CHECK(options.optimizer_state_bytes_per_element >= 0, "summary: optimizer_state_bytes_per_element must be >= 0, got ",
-           options.optimizer_state_bytes_per_element);
+  TG_CHECK(options.optimizer_state_bytes_per_element >= 0,
+           "summary: optimizer_state_bytes_per_element must be >= 0, got ", options.optimizer_state_bytes_per_element);
   TG_CHECK(static_cast<bool>(run_forward), "summary: run_forward is empty");
   ModelSummary s;
   const NamedModules modules = model.named_modules();
@@ -160,7 +160,8 @@ ModelSummary summary(Module& model, const std::function<void()>& run_forward, co
 
 ModelSummary summary(UnaryModule& model, const Tensor& example_input, const SummaryOptions& options) {
   TG_CHECK(example_input.defined(), "summary: example_input is undefined");
-  return summary(static_cast<Module&>(model), [&] { model(example_input); }, options);
+  return summary(
+      static_cast<Module&>(model), [&] { model(example_input); }, options);
 }
 
 }  // namespace tapegrad::nn

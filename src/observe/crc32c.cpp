@@ -27,6 +27,8 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
   return ~crc;
 }
 
-uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+uint32_t mask_crc32c(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
 
 }  // namespace tapegrad::observe

@@ -132,20 +132,26 @@ MetricsLogger::MetricsLogger(const MetricsLoggerOptions& options) : impl_(std::m
     impl_->jsonl = OutputFile(kWho, options.jsonl, OutputFile::Mode::Truncate);
   }
   if (!options.csv.empty()) impl_->csv = std::make_unique<CsvWriter>(options.csv);
-  if (!options.tensorboard_dir.empty()) impl_->tensorboard = std::make_unique<TensorBoardWriter>(options.tensorboard_dir);
+  if (!options.tensorboard_dir.empty())
+    impl_->tensorboard = std::make_unique<TensorBoardWriter>(options.tensorboard_dir);
 }
 
 MetricsLogger::~MetricsLogger() = default;
 
-bool MetricsLogger::enabled() const { return impl_->jsonl.is_open() || impl_->csv || impl_->tensorboard; }
+bool MetricsLogger::enabled() const {
+  return impl_->jsonl.is_open() || impl_->csv || impl_->tensorboard;
+}
 
-std::string MetricsLogger::tensorboard_file() const { return impl_->tensorboard ? impl_->tensorboard->path() : ""; }
+std::string MetricsLogger::tensorboard_file() const {
+  return impl_->tensorboard ? impl_->tensorboard->path() : "";
+}
 
 void MetricsLogger::log(int64_t step, const Scalars& scalars, std::optional<double> wall_time) {
   std::set<std::string> names;
   for (const auto& [name, value] : scalars) {
     TG_CHECK(!name.empty(), kWho, ".log: an empty metric name at step ", step);
-    TG_CHECK(name != "step" && name != "wall_time", kWho, ".log: '", name, "' is reserved (a metric cannot be named so)");
+    TG_CHECK(name != "step" && name != "wall_time", kWho, ".log: '", name,
+             "' is reserved (a metric cannot be named so)");
     TG_CHECK(name.find_first_of("\r\n") == std::string::npos, kWho, ".log: the metric name '", name,
              "' contains a line break");
     TG_CHECK(names.insert(name).second, kWho, ".log: the metric '", name, "' appears twice at step ", step);

@@ -44,7 +44,9 @@ OutputFile::OutputFile(const char* who, std::string path, Mode mode) : who_(who)
   }
 }
 
-OutputFile::~OutputFile() { close(); }
+OutputFile::~OutputFile() {
+  close();
+}
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
     : who_(other.who_), path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}

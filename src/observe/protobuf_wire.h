@@ -19,7 +19,9 @@ inline void put_varint(std::string& out, uint64_t value) {
   out += static_cast<char>(value);
 }
 
-inline void put_key(std::string& out, uint32_t field, WireType type) { put_varint(out, (uint64_t{field} << 3) | type); }
+inline void put_key(std::string& out, uint32_t field, WireType type) {
+  put_varint(out, (uint64_t{field} << 3) | type);
+}
 
 inline void put_little_endian(std::string& out, uint64_t bits, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((bits >> (8 * i)) & 0xFF);

@@ -72,7 +72,9 @@ TensorBoardWriter::TensorBoardWriter(const std::string& log_dir) {
 
 TensorBoardWriter::~TensorBoardWriter() = default;
 
-const std::string& TensorBoardWriter::path() const { return file_->out.path(); }
+const std::string& TensorBoardWriter::path() const {
+  return file_->out.path();
+}
 
 void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, double>>& scalars, int64_t step,
                                     std::optional<double> wall_time) {
@@ -90,6 +92,8 @@ void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, dou
   file_->out.write(frame_record(event));
 }
 
-void TensorBoardWriter::close() { file_->out.close(); }
+void TensorBoardWriter::close() {
+  file_->out.close();
+}
 
 }  // namespace tapegrad::observe

@@ -23,7 +23,7 @@ std::vector<MetricSeries> select_series(const std::vector<MetricSeries>& all, co
 
 struct MetricsPlotOptions {
   std::string title;
-  int columns = 2;                          // panels per row
+  int columns = 2;  // panels per row
   int panel_width = 440, panel_height = 260;
 };
 

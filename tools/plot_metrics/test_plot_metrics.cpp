@@ -63,7 +63,8 @@ std::string xml_problem(const std::string& xml) {
       while (i < rest.size() && std::isspace(static_cast<unsigned char>(rest[i]))) ++i;
       if (i >= rest.size()) break;
       const size_t eq = rest.find('=', i);
-      if (eq == std::string::npos || eq + 1 >= rest.size() || rest[eq + 1] != '"') return "bad attribute in <" + name + ">";
+      if (eq == std::string::npos || eq + 1 >= rest.size() || rest[eq + 1] != '"')
+        return "bad attribute in <" + name + ">";
       const size_t close = rest.find('"', eq + 2);
       if (close == std::string::npos) return "unterminated attribute in <" + name + ">";
       if (rest.substr(eq + 2, close - eq - 2).find('<') != std::string::npos) return "'<' in an attribute";

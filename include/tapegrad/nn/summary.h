@@ -25,15 +25,15 @@ struct SummaryOptions {
 
 // One row of the table: a module of the tree (named_modules() order, each module once).
 struct LayerSummary {
-  std::string name;  // dotted path ("" for the model itself, "lstm", "0", "encoder.fc")
-  std::string type;  // Module::name()
-  int depth = 0;     // 0 for the model, 1 for its children, ...
-  bool is_leaf = false;                   // no child modules
-  int64_t calls = 0;                      // forward calls seen during the pass
-  std::vector<Shape> output_shapes;       // of the first call; empty when the module was not called
-  int64_t num_params = 0;                 // elements of the module's own parameters (not its children's)
-  int64_t trainable_params = 0;           // of those, requiring grad
-  int64_t output_bytes = 0;               // all output tensors of all calls
+  std::string name;                  // dotted path ("" for the model itself, "lstm", "0", "encoder.fc")
+  std::string type;                  // Module::name()
+  int depth = 0;                     // 0 for the model, 1 for its children, ...
+  bool is_leaf = false;              // no child modules
+  int64_t calls = 0;                 // forward calls seen during the pass
+  std::vector<Shape> output_shapes;  // of the first call; empty when the module was not called
+  int64_t num_params = 0;            // elements of the module's own parameters (not its children's)
+  int64_t trainable_params = 0;      // of those, requiring grad
+  int64_t output_bytes = 0;          // all output tensors of all calls
 };
 
 struct ModelSummary {

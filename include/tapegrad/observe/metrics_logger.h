@@ -54,8 +54,8 @@ class MetricsLogger {
   void log(int64_t step, const Scalars& scalars, std::optional<double> wall_time = std::nullopt);
   void log_scalar(const std::string& name, double value, int64_t step) { log(step, {{name, value}}); }
 
-  bool enabled() const;                     // some output is open
-  std::string tensorboard_file() const;     // the event file's path, or "" without TensorBoard output
+  bool enabled() const;                  // some output is open
+  std::string tensorboard_file() const;  // the event file's path, or "" without TensorBoard output
   // Closes every file (the destructor does too); logging afterwards throws.
   void close();
 
