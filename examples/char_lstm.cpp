@@ -2,7 +2,8 @@
 // records (by default Debian's fortunes, one fortune per record) in length buckets with truncated
 // BPTT, Adam, gradient clipping and a warm-up + cosine learning rate; per epoch it prints train
 // loss, validation loss and bits per character, characters/s and the padding share. --sample
-// generates text from a checkpoint.
+// generates text from a checkpoint. --metrics / --tensorboard log the same numbers (and the mean
+// gradient norm before clipping) per epoch and at every --eval-every line.
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "char_lstm_model.h"
 #include "example_util.h"
+#include "metrics_cli.h"
 
 using namespace tapegrad;
 using examples::UsageError;
@@ -51,10 +53,12 @@ void add_options(cxxopts::Options& cli) {
       ("temperature", "sampling temperature (> 0)", text("0.8"))
       ("prime", "text the generated characters continue", text(""))
       ("h,help", "this help");
+  examples::add_metrics_options(cli);
 }
 
 struct Options {
   std::string data, checkpoint, resume, schedule, prime;
+  std::string metrics, metrics_csv, tensorboard;
   double valid_fraction, max_minutes, dropout, lr, min_lr, weight_decay, clip, temperature;
   int64_t limit_records, epochs, batch_size, bptt, batches_per_bucket, warmup, eval_every, sample;
   bool bucketing;
@@ -104,6 +108,11 @@ Options read_options(const cxxopts::ParseResult& args) {
   o.sample = int_flag(args, "sample", 0, int64_t{1} << 30);
   o.temperature = real_flag(args, "temperature", 0.0, 1e6, true);
   o.prime = args["prime"].as<std::string>();
+  o.metrics = args["metrics"].as<std::string>();
+  o.metrics_csv = args["metrics-csv"].as<std::string>();
+  o.tensorboard = args["tensorboard"].as<std::string>();
+  if (o.sample > 0 && !(o.metrics.empty() && o.metrics_csv.empty() && o.tensorboard.empty()))
+    throw UsageError("--metrics, --metrics-csv and --tensorboard only apply to training, not --sample");
   if (o.sample > 0 && o.resume.empty()) throw UsageError("--sample needs a model: pass --resume CHECKPOINT");
   if (o.sample == 0 && (args.count("prime") || args.count("temperature")))
     throw UsageError(std::string("--") + (args.count("prime") ? "prime" : "temperature") + " only applies with --sample");
@@ -220,6 +229,22 @@ TextDataset first_records(const TextDataset& data, int64_t limit) {
   return TextDataset({data.records().begin(), data.records().begin() + limit}, data.collate_options());
 }
 
+// One metrics record at a global batch step: the running train loss of the epoch so far, the
+// validation loss and bits per character, throughput and learning rate; at an epoch's end also
+// the padding share.
+void log_metrics(observe::MetricsLogger& metrics, int64_t step, int64_t epoch, const examples::TrainTotals& totals,
+                 double valid, double chars_per_s, double lr, bool epoch_end) {
+  observe::Scalars scalars{{"epoch", double(epoch)},
+                           {"train/loss", totals.mean_loss()},
+                           {"valid/loss", valid},
+                           {"valid/bpc", examples::bits(valid)},
+                           {"lr", lr},
+                           {"throughput/chars_per_s", chars_per_s}};
+  if (totals.grad_norms > 0) scalars.emplace_back("train/grad_norm", totals.mean_grad_norm());
+  if (epoch_end) scalars.emplace_back("train/padding_share", totals.padding.padding_share());
+  metrics.log(step, scalars);
+}
+
 // A resumed epoch starts past the batches the checkpoint had already trained on.
 class SkipBatches : public BatchSampler {
  public:
@@ -236,6 +261,11 @@ class SkipBatches : public BatchSampler {
 };
 
 int train(const Options& o, Device device) {
+  observe::MetricsLoggerOptions metrics_options;
+  metrics_options.jsonl = o.metrics;
+  metrics_options.csv = o.metrics_csv;
+  metrics_options.tensorboard_dir = o.tensorboard;
+  observe::MetricsLogger metrics(metrics_options);
   TextCorpusOptions corpus_options;
   corpus_options.valid_fraction = o.valid_fraction;
   corpus_options.seed = o.seed;
@@ -349,6 +379,8 @@ int train(const Options& o, Device device) {
         std::printf("epoch %2" PRId64 " batch %6" PRId64 "  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s\n",
                     epoch, done, totals.mean_loss(), valid, examples::bits(valid), double(totals.targets) / seconds);
         std::fflush(stdout);
+        log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, totals, valid, double(totals.targets) / seconds,
+                    schedule.get_last_lr().front(), false);
         clock = examples::Stopwatch();
       }
       if (budget > 0 && trained_seconds + seconds + clock.seconds() >= budget && done < per_epoch) {
@@ -366,6 +398,8 @@ int train(const Options& o, Device device) {
                 double(totals.targets) / std::max(seconds, 1e-9), 100 * totals.padding.padding_share(),
                 schedule.get_last_lr().front(), seconds);
     std::fflush(stdout);
+    log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, totals, valid,
+                double(totals.targets) / std::max(seconds, 1e-9), schedule.get_last_lr().front(), true);
     if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
     if (budget > 0 && trained_seconds >= budget && epoch < o.epochs) out_of_time = true;
     if (out_of_time)

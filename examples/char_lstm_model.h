@@ -91,7 +91,10 @@ struct TrainTotals {
   int64_t targets = 0;  // real characters predicted
   int64_t steps = 0;    // optimiser steps (one per chunk)
   tapegrad::PaddingStats padding;
+  double grad_norm_sum = 0;  // total gradient norms before clipping, when clipping
+  int64_t grad_norms = 0;
   double mean_loss() const { return targets > 0 ? loss_sum / double(targets) : 0.0; }
+  double mean_grad_norm() const { return grad_norms > 0 ? grad_norm_sum / double(grad_norms) : 0.0; }
 };
 
 // One optimiser step per chunk: backward, clip the gradients' total norm to max_norm (none when
@@ -103,7 +106,11 @@ inline void train_batch(CharModel& model, tapegrad::optim::Optimizer& opt, const
   for_each_bptt_chunk(model, batch, bptt, device, [&](const ChunkLoss& chunk) {
     opt.zero_grad();
     chunk.loss.backward();
-    if (max_norm > 0) nn::utils::clip_grad_norm_(opt.params(), max_norm);
+    if (max_norm > 0) {
+      // The norm before clipping; reading it costs no extra device sync beside the loss's.
+      totals.grad_norm_sum += nn::utils::clip_grad_norm_(opt.params(), max_norm).item();
+      ++totals.grad_norms;
+    }
     opt.step();
     const double value = chunk.loss.item();
     if (!std::isfinite(value))

@@ -1,6 +1,7 @@
 // The training loop shared by mlp_fashion and lstm_fashion: Adam on Fashion-MNIST with per-epoch
-// train loss, test accuracy and images/s, a progress bar on a terminal, and safetensors
-// checkpoints (model, optimiser state and epoch) that a later run can --resume from.
+// train loss, test accuracy and images/s (also logged with --metrics / --tensorboard, with the
+// test loss), a progress bar on a terminal, and safetensors checkpoints (model, optimiser state
+// and epoch) that a later run can --resume from.
 #pragma once
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cxxopts.hpp>
 
 #include "example_util.h"
+#include "metrics_cli.h"
 
 namespace examples {
 
@@ -26,7 +28,9 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
       "checkpoint", "save a safetensors checkpoint here after each epoch", cxxopts::value<std::string>()->default_value(""))(
       "resume", "continue from this checkpoint", cxxopts::value<std::string>()->default_value(""))(
       "fresh-optimizer", "with --resume: accept a checkpoint without optimiser state and restart Adam (the run is "
-      "then not an exact continuation)")("h,help", "this help");
+      "then not an exact continuation)")(
+      "summary", "print the model's summary (layers, output shapes, parameters, memory) first")("h,help", "this help");
+  add_metrics_options(cli);
 }
 
 // The training options, read and range-checked once.
@@ -71,20 +75,26 @@ inline int64_t checkpoint_epoch(const std::string& path) {
   }
 }
 
-inline double evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Tensor& images, const tapegrad::Tensor& labels,
-                       tapegrad::Device device) {
+struct Evaluation {
+  double accuracy, loss;  // loss: mean cross-entropy
+};
+
+inline Evaluation evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Tensor& images,
+                           const tapegrad::Tensor& labels, tapegrad::Device device) {
   using namespace tapegrad;
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0;
+  double loss_sum = 0;
   const int64_t n = images.size(0), chunk = 1000;
   for (int64_t start = 0; start < n; start += chunk) {
     int64_t len = std::min(chunk, n - start);
     Tensor logits = model.forward(images.narrow(0, start, len).to(device));
     correct += sum(eq(argmax(logits, 1).cpu(), labels.narrow(0, start, len))).item<int64_t>();
+    loss_sum += cross_entropy(logits, labels.narrow(0, start, len).to(device)).item() * static_cast<double>(len);
   }
   model.train();
-  return static_cast<double>(correct) / static_cast<double>(n);
+  return {static_cast<double>(correct) / static_cast<double>(n), loss_sum / static_cast<double>(n)};
 }
 
 // Trains `model` with the options in `args`; returns the process exit code. Throws UsageError for
@@ -94,6 +104,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   using namespace tapegrad;
   const TrainingOptions options = read_training_options(args);
   const Device device = pick_device(args["device"].as<std::string>());
+  std::unique_ptr<observe::MetricsLogger> metrics = open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
   Tensor train_images = train_set.images(), train_labels = train_set.labels();
@@ -134,10 +145,17 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     std::printf("resumed from %s at epoch %lld%s\n", options.resume.c_str(), static_cast<long long>(first_epoch),
                 optim_state.empty() ? " with a fresh optimiser (not an exact continuation)" : "");
   }
+  if (args.count("summary")) {
+    nn::SummaryOptions summary_options;
+    summary_options.optimizer_state_bytes_per_element = 8;  // Adam's two float32 moments
+    const int64_t batch = std::min<int64_t>(options.batch_size, train_images.size(0));
+    std::printf("%s", nn::summary(model, train_images.narrow(0, 0, batch).to(device), summary_options).table.c_str());
+  }
   std::printf("%s on %s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
               get_num_threads(), static_cast<long long>(train_images.size(0)),
               static_cast<long long>(loader_options.batch_size));
 
+  int64_t global_step = (first_epoch - 1) * static_cast<int64_t>(loader.size());  // optimiser steps so far
   for (int64_t epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     loader.set_epoch(epoch);
     Progress progress(loader.size());
@@ -157,10 +175,18 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     }
     progress.finish();
     double seconds = clock.seconds();
-    double accuracy = evaluate(model, test_set.images(), test_set.labels(), device);
+    const Evaluation test = evaluate(model, test_set.images(), test_set.labels(), device);
+    const double train_loss = loss_sum / static_cast<double>(steps), rate = static_cast<double>(images) / seconds;
     std::printf("epoch %2lld  train loss %.4f  test accuracy %.4f  %.0f img/s  %.1f s\n", static_cast<long long>(epoch),
-                loss_sum / static_cast<double>(steps), accuracy, static_cast<double>(images) / seconds, seconds);
+                train_loss, test.accuracy, rate, seconds);
     std::fflush(stdout);
+    global_step += steps;
+    metrics->log(global_step, {{"epoch", static_cast<double>(epoch)},
+                               {"train/loss", train_loss},
+                               {"test/loss", test.loss},
+                               {"test/accuracy", test.accuracy},
+                               {"lr", opt.lr()},
+                               {"throughput/images_per_s", rate}});
     if (!options.checkpoint.empty()) {
       StateDict state;
       for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);

@@ -13,7 +13,8 @@ class RowLstmClassifier : public nn::UnaryModule {
   }
   Tensor forward(const Tensor& images) override {
     Tensor rows = images.view({images.size(0), 28, 28});  // [B, T=28, I=28]
-    return head_->forward(lstm_->forward(rows).h_n.select(0, 0));
+    // Through operator(), so forward hooks (and --summary) see the children.
+    return (*head_)((*lstm_)(rows).h_n.select(0, 0));
   }
   std::string name() const override { return "RowLstmClassifier"; }
 

@@ -1,11 +1,13 @@
 // mlp_seed: the classic model of the GPU-vs-CPU tutorials, Linear(1000, 512)-ReLU-Linear(512, 10)
 // trained with Adam (lr 1e-3) and cross-entropy on random data, batch 64, 1000 batches. Prints the
-// loss every 100 batches and the mean time per training step.
+// loss every 100 batches and the mean time per training step; --metrics / --tensorboard log the
+// loss, learning rate and examples/s at those points; --summary prints the model's summary first.
 #include <cstdio>
 
 #include <cxxopts.hpp>
 
 #include "example_util.h"
+#include "metrics_cli.h"
 
 using namespace tapegrad;
 
@@ -17,7 +19,9 @@ int main(int argc, char** argv) {
       "lr", "Adam learning rate (> 0)", cxxopts::value<std::string>()->default_value("1e-3"))(
       "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
+      "summary", "print the model's summary (layers, output shapes, parameters, memory) first")(
       "h,help", "this help");
+  examples::add_metrics_options(cli);
   return examples::run_example("mlp_seed", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
@@ -27,6 +31,7 @@ int main(int argc, char** argv) {
     const int64_t batch_size = examples::int_flag(args, "batch-size", 1, int64_t{1} << 40);
     const double lr = examples::real_flag(args, "lr", 0.0, 1e6, true);
     const Device device = examples::pick_device(args["device"].as<std::string>());
+    std::unique_ptr<observe::MetricsLogger> metrics = examples::open_metrics(args);
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
         std::make_shared<nn::Linear>(1000, 512), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(512, 10)});
@@ -41,9 +46,15 @@ int main(int argc, char** argv) {
       xs.push_back(randn({batch_size, 1000}).to(device));
       ys.push_back(randint(0, 10, {batch_size}).to(device));
     }
+    if (args.count("summary")) {
+      nn::SummaryOptions summary_options;
+      summary_options.optimizer_state_bytes_per_element = 8;  // Adam's two float32 moments
+      std::printf("%s", nn::summary(*model, xs[0], summary_options).table.c_str());
+    }
     std::printf("mlp_seed on %s: %d batches of %lld, %d threads\n", device.str().c_str(), batches,
                 static_cast<long long>(batch_size), get_num_threads());
-    examples::Stopwatch total;
+    examples::Stopwatch total, interval;
+    int last_logged = 0;
     for (int step = 1; step <= batches; ++step) {
       Tensor loss = loss_fn(model->forward(xs[step % pool]), ys[step % pool]);
       opt.zero_grad();
@@ -54,6 +65,12 @@ int main(int argc, char** argv) {
         const double value = loss.item();
         examples::check_finite_loss(value, "batch " + std::to_string(step));
         std::printf("batch %5d  loss %.4f\n", step, value);
+        const double seconds = interval.seconds();
+        metrics->log(step, {{"train/loss", value},
+                            {"lr", lr},
+                            {"throughput/examples_per_s", double(step - last_logged) * double(batch_size) / seconds}});
+        last_logged = step;
+        interval = examples::Stopwatch();
       }
     }
     double seconds = total.seconds();

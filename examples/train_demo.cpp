@@ -1,5 +1,6 @@
 // train_demo: trains a small two-layer classifier on a synthetic task with the raw tensor and
-// autograd API (no modules yet) and prints the falling loss and the accuracy.
+// autograd API (no modules yet) and prints the falling loss and the accuracy (also logged with
+// --metrics / --tensorboard).
 //
 // The task: 4 random features per sample; the class is the index of the largest feature.
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cxxopts.hpp>
 
 #include "example_util.h"
+#include "metrics_cli.h"
 
 using namespace tapegrad;
 
@@ -18,10 +20,13 @@ int main(int argc, char** argv) {
       "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
       "h,help", "this help");
+  examples::add_metrics_options(cli);
   return examples::run_example("train_demo", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const int steps = static_cast<int>(examples::int_flag(*parsed, "steps", 1, 1'000'000'000));
+    std::unique_ptr<observe::MetricsLogger> metrics = examples::open_metrics(*parsed);
+    const double lr = 0.5;
     const int64_t batch = 256, features = 4, hidden = 32, classes = 4;
     Tensor x = randn({batch, features});
     Tensor labels = argmax(x, 1);
@@ -38,6 +43,8 @@ int main(int argc, char** argv) {
     std::vector<Tensor*> params{&w1, &b1, &w2, &b2};
 
     auto start = std::chrono::steady_clock::now();
+    examples::Stopwatch interval;
+    int last_logged = 0;
     for (int step = 0; step <= steps; ++step) {
       Tensor logits = linear(relu(linear(x, w1, b1)), w2, b2);
       Tensor loss = cross_entropy(logits, labels);
@@ -46,11 +53,17 @@ int main(int argc, char** argv) {
         examples::check_finite_loss(value, "step " + std::to_string(step));
         double accuracy = eq(argmax(logits, 1), labels).to(kFloat32).mean().item();
         std::printf("step %4d  loss %.4f  accuracy %.3f\n", step, value, accuracy);
+        // Examples per second since the previous line (the first line has trained none yet).
+        const double rate = step > 0 ? double(step - last_logged) * double(batch) / interval.seconds() : 0.0;
+        metrics->log(step, {{"train/loss", value}, {"train/accuracy", accuracy}, {"lr", lr},
+                            {"throughput/examples_per_s", rate}});
+        last_logged = step;
+        interval = examples::Stopwatch();
       }
       loss.backward();
       NoGradGuard no_grad;
       for (Tensor* p : params) {
-        p->sub_(p->grad(), 0.5);
+        p->sub_(p->grad(), lr);
         p->set_grad(Tensor());
       }
     }

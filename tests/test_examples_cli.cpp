@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "idx_writer.h"
 #include "tapegrad/tapegrad.h"
+#include "tfrecord_reader.h"
 
 namespace tapegrad {
 namespace {
@@ -204,6 +207,88 @@ TEST_F(ExamplesCli, NonFiniteLossStopsAndKeepsTheGoodCheckpoint) {
   EXPECT_TRUE(read_bytes(ckpt) == good) << "the checkpoint changed";
 }
 
+// The records of a --metrics JSON Lines file.
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+// The one event file a --tensorboard directory holds, read back with its CRCs checked.
+std::vector<testing::tfrecord::Event> read_tensorboard_dir(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
+  EXPECT_EQ(files.size(), 1u);
+  if (files.empty()) return {};
+  EXPECT_EQ(files[0].filename().string().rfind("events.out.tfevents.", 0), 0u) << files[0];
+  return testing::tfrecord::read_events(files[0].string());
+}
+
+// The value of `tag` in an event, or NaN.
+float event_value(const testing::tfrecord::Event& e, const std::string& tag) {
+  for (const auto& [t, v] : e.values)
+    if (t == tag) return v;
+  return NAN;
+}
+
+TEST_F(ExamplesCli, MetricsAndTensorBoardFiles) {
+  const std::string jsonl = path("logs/seed.jsonl"), csv = path("logs/seed.csv"), tb = path("tb/seed");
+  Outcome r = run("mlp_seed", "--device cpu --batches 200 --batch-size 8 --metrics " + jsonl + " --metrics-csv " + csv +
+                                  " --tensorboard " + tb);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<nlohmann::json> records = read_jsonl(jsonl);
+  ASSERT_EQ(records.size(), 2u);  // batches 100 and 200, as printed
+  EXPECT_EQ(records[1]["step"], 200);
+  for (const char* key : {"train/loss", "lr", "throughput/examples_per_s", "wall_time"})
+    EXPECT_TRUE(records[1][key].is_number()) << key << " in " << records[1].dump();
+  EXPECT_EQ(records[0]["lr"].get<double>(), 1e-3);
+  // The printed loss is the logged one.
+  char printed[64];
+  std::snprintf(printed, sizeof printed, "batch   200  loss %.4f", records[1]["train/loss"].get<double>());
+  EXPECT_NE(r.output.find(printed), std::string::npos) << printed << "\n" << r.output;
+  std::ifstream csv_in(csv);
+  std::string header;
+  std::getline(csv_in, header);
+  EXPECT_EQ(header, "step,wall_time,train/loss,lr,throughput/examples_per_s");
+  std::vector<testing::tfrecord::Event> events = read_tensorboard_dir(tb);
+  ASSERT_EQ(events.size(), 3u);  // file_version, then one per record
+  EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  EXPECT_EQ(events[2].step, 200);
+  EXPECT_EQ(event_value(events[2], "train/loss"), static_cast<float>(records[1]["train/loss"].get<double>()));
+
+  // train_demo logs at its printed steps, --summary prints the table, and a bad path is an error.
+  Outcome demo = run("train_demo", "--steps 100 --metrics " + path("demo.jsonl"));
+  ASSERT_EQ(demo.status, 0) << demo.output;
+  records = read_jsonl(path("demo.jsonl"));
+  ASSERT_EQ(records.size(), 3u);  // steps 0, 50, 100
+  EXPECT_TRUE(records[2]["train/accuracy"].is_number());
+  Outcome summary = run("mlp_seed", "--device cpu --batches 1 --batch-size 4 --summary");
+  ASSERT_EQ(summary.status, 0) << summary.output;
+  EXPECT_NE(summary.output.find("Total params: 517,642"), std::string::npos) << summary.output;
+  std::ofstream(path("plain")) << "x";
+  expect_failure("mlp_seed", "--device cpu --batches 1 --tensorboard " + path("plain") + "/tb",
+                 "cannot create the directory");
+}
+
+TEST_F(ExamplesCli, FashionMetricsPerEpoch) {
+  testing::write_fashion_folder(data(), 32, 10);
+  const std::string jsonl = path("fashion.jsonl"), tb = path("tb");
+  Outcome r = run("lstm_fashion", fashion("--epochs 2 --summary --metrics " + jsonl + " --tensorboard " + tb));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  LSTM (lstm)"), std::string::npos) << r.output;  // the summary sees the children
+  std::vector<nlohmann::json> records = read_jsonl(jsonl);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["epoch"], 1);
+  EXPECT_EQ(records[0]["step"], 4);  // 32 images in batches of 8
+  EXPECT_EQ(records[1]["step"], 8);
+  for (const char* key : {"train/loss", "test/loss", "test/accuracy", "lr", "throughput/images_per_s"})
+    EXPECT_TRUE(records[1][key].is_number()) << key << " in " << records[1].dump();
+  std::vector<testing::tfrecord::Event> events = read_tensorboard_dir(tb);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(event_value(events[1], "test/accuracy"), static_cast<float>(records[0]["test/accuracy"].get<double>()));
+}
+
 // char_lstm on a small generated corpus (fortune format: records between lines holding '%').
 class CharLstmCli : public ExamplesCli {
  protected:
@@ -325,6 +410,31 @@ TEST_F(CharLstmCli, TimeLimitStopsCleanlyAndResumesMidEpoch) {
   save_safetensors(path("far.safetensors"), load_safetensors(ckpt), metadata);
   expect_failure("char_lstm", tiny(data, "--epochs 2 --resume " + path("far.safetensors")),
                  "had trained 9 batches of epoch 1, but an epoch now has 8");
+}
+
+TEST_F(CharLstmCli, MetricsPerEpochAndPerEvalLine) {
+  const std::string data = corpus(), jsonl = path("char.jsonl"), csv = path("char.csv");
+  Outcome r = run("char_lstm", tiny(data, "--epochs 2 --eval-every 4 --metrics " + jsonl + " --metrics-csv " + csv));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<nlohmann::json> records = read_jsonl(jsonl);
+  // Per epoch of 8 batches: the --eval-every line at batch 4, then the epoch's end.
+  ASSERT_EQ(records.size(), 4u);
+  const std::vector<int> steps{4, 8, 12, 16};
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i]["step"], steps[i]);
+    for (const char* key : {"train/loss", "valid/loss", "valid/bpc", "lr", "throughput/chars_per_s", "train/grad_norm"})
+      EXPECT_TRUE(records[i][key].is_number()) << key << " in " << records[i].dump();
+  }
+  EXPECT_FALSE(records[0].contains("train/padding_share"));
+  EXPECT_TRUE(records[1]["train/padding_share"].is_number());
+  // The padding share first appears in the second row: the CSV gains a column, the first row an empty cell.
+  std::ifstream in(csv);
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "train/padding_share");
+  EXPECT_EQ(first.back(), ',');
+  expect_usage_error("char_lstm", "--sample 5 --resume x --metrics " + jsonl, "only apply to training");
 }
 
 }  // namespace

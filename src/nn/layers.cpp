@@ -71,7 +71,7 @@ Tensor Sequential::forward(const Tensor& input) {
   for (size_t i = 0; i < size(); ++i) {
     UnaryModule& module = unary_child(*this, i);
     autograd::ModuleScope scope(named_children()[i].first + ":" + module.name());
-    x = module.forward(x);
+    x = module(x);  // through operator(), so the child's forward hooks run
   }
   return x;
 }

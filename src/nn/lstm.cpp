@@ -46,6 +46,12 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, 
   }
 }
 
+LSTMOutput LSTM::operator()(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
+  LSTMOutput out = forward(input, h0, c0, lengths);
+  if (has_forward_hooks()) run_forward_hooks({input, h0, c0, lengths}, {out.output, out.h_n, out.c_n});
+  return out;
+}
+
 LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
   TG_CHECK(input.defined() && input.dim() == 3, "LSTM: input must be 3-D (", options_.batch_first_ ? "[B, T, I]" : "[T, B, I]",
            "), got ", input.defined() ? shape_str(input.sizes()) : std::string("undefined"));
@@ -132,6 +138,12 @@ LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator
     bias_ih = register_parameter("bias_ih", uniform_parameter({4 * hidden_size}, bound, generator));
     bias_hh = register_parameter("bias_hh", uniform_parameter({4 * hidden_size}, bound, generator));
   }
+}
+
+std::pair<Tensor, Tensor> LSTMCell::operator()(const Tensor& input, const Tensor& h, const Tensor& c) {
+  std::pair<Tensor, Tensor> out = forward(input, h, c);
+  if (has_forward_hooks()) run_forward_hooks({input, h, c}, {out.first, out.second});
+  return out;
 }
 
 std::pair<Tensor, Tensor> LSTMCell::forward(const Tensor& input, const Tensor& h, const Tensor& c) {

@@ -301,4 +301,36 @@ std::ostream& operator<<(std::ostream& os, const Module& module) {
   return os << module.str();
 }
 
+// Note [forward hooks]: the hooks live in a shared list so that a handle can outlive its module
+// (a weak pointer then finds nothing); running over a copy lets a hook remove hooks mid-call.
+RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+  TG_CHECK(static_cast<bool>(hook), name(), ".register_forward_hook: the hook is empty");
+  detail::ForwardHookList& list = *forward_hooks_.list();
+  const uint64_t id = list.next_id++;
+  list.hooks.emplace_back(id, std::move(hook));
+  return RemovableHandle(forward_hooks_.list(), id);
+}
+
+void Module::run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  const std::shared_ptr<detail::ForwardHookList> list = forward_hooks_.list();
+  const std::vector<std::pair<uint64_t, ForwardHook>> hooks = list->hooks;
+  for (const auto& [id, hook] : hooks) {
+    bool still_registered = false;
+    for (const auto& entry : list->hooks) still_registered |= entry.first == id;
+    if (still_registered) hook(*this, inputs, outputs);
+  }
+}
+
+void RemovableHandle::remove() {
+  if (std::shared_ptr<detail::ForwardHookList> list = list_.lock()) {
+    auto& hooks = list->hooks;
+    for (auto it = hooks.begin(); it != hooks.end(); ++it)
+      if (it->first == id_) {
+        hooks.erase(it);
+        break;
+      }
+  }
+  list_.reset();
+}
+
 }  // namespace tapegrad::nn

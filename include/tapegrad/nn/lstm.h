@@ -51,6 +51,10 @@ class LSTM : public Module {
   // (zeros); lengths int64 [B] or undefined (all T steps valid).
   LSTMOutput forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
                      const Tensor& lengths = Tensor());
+  // forward(), then the forward hooks with inputs {input, h0, c0, lengths} (undefined ones
+  // included) and outputs {output, h_n, c_n}.
+  LSTMOutput operator()(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
+                        const Tensor& lengths = Tensor());
   std::string name() const override { return "LSTM"; }
   int64_t hidden_size() const { return hidden_size_; }
   LstmImplementation implementation() const { return options_.implementation_; }
@@ -75,6 +79,8 @@ class LSTMCell : public Module {
  public:
   LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, Generator* generator = nullptr);
   std::pair<Tensor, Tensor> forward(const Tensor& input, const Tensor& h = Tensor(), const Tensor& c = Tensor());
+  // forward(), then the forward hooks with inputs {input, h, c} and outputs {h', c'}.
+  std::pair<Tensor, Tensor> operator()(const Tensor& input, const Tensor& h = Tensor(), const Tensor& c = Tensor());
   std::string name() const override { return "LSTMCell"; }
   Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -25,6 +26,54 @@ class Module;
 
 // (name, module) pairs in registration or traversal order.
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+// A forward hook sees the module, its inputs and its outputs after each call through the module's
+// operator() (PyTorch's register_forward_hook). Unlike PyTorch's, it cannot replace the output.
+using ForwardHook =
+    std::function<void(Module& module, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>;
+
+namespace detail {
+struct ForwardHookList {
+  std::vector<std::pair<uint64_t, ForwardHook>> hooks;
+  uint64_t next_id = 1;
+};
+// Holds a module's hooks. A copied module gets its own copy of the hooks (the handles keep
+// referring to the original's); a moved one takes them along, handles included.
+class ForwardHookSlot {
+ public:
+  ForwardHookSlot() : list_(std::make_shared<ForwardHookList>()) {}
+  ForwardHookSlot(const ForwardHookSlot& other) : list_(std::make_shared<ForwardHookList>(*other.list_)) {}
+  ForwardHookSlot& operator=(const ForwardHookSlot& other) {
+    if (this != &other) list_ = std::make_shared<ForwardHookList>(*other.list_);
+    return *this;
+  }
+  ForwardHookSlot(ForwardHookSlot&& other) noexcept : list_(std::move(other.list_)) {
+    other.list_ = std::make_shared<ForwardHookList>();
+  }
+  ForwardHookSlot& operator=(ForwardHookSlot&& other) noexcept {
+    std::swap(list_, other.list_);
+    return *this;
+  }
+  const std::shared_ptr<ForwardHookList>& list() const { return list_; }
+
+ private:
+  std::shared_ptr<ForwardHookList> list_;
+};
+}  // namespace detail
+
+// Returned by register_forward_hook: remove() unregisters the hook (PyTorch's RemovableHandle).
+// Removing twice, or after the module is gone, does nothing.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  RemovableHandle(std::weak_ptr<detail::ForwardHookList> list, uint64_t id) : list_(std::move(list)), id_(id) {}
+  std::weak_ptr<detail::ForwardHookList> list_;
+  uint64_t id_ = 0;
+};
 
 // What load_state_dict(state, strict = false) skipped (PyTorch's _IncompatibleKeys).
 struct LoadStateDictResult {
@@ -111,7 +160,17 @@ class Module : public std::enable_shared_from_this<Module> {
   //   )
   std::string str() const;
 
+  // --- forward hooks --------------------------------------------------------------------------
+  // Registers `hook` to run after every call of this module through its operator() (not a direct
+  // call of forward(), as in PyTorch, where hooks run in __call__). Hooks run in registration
+  // order; a hook may remove itself or another one while running. Not thread-safe: register and
+  // remove hooks while no other thread calls the module.
+  RemovableHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const { return !forward_hooks_.list()->hooks.empty(); }
+
  protected:
+  // Called by operator() of the module types after forward(): runs the registered hooks.
+  void run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   // Extra text inside the parentheses of str(), e.g. "in_features=4, out_features=2, bias=true".
   // Several lines are allowed.
   virtual std::string extra_repr() const { return ""; }
@@ -128,6 +187,7 @@ class Module : public std::enable_shared_from_this<Module> {
   StateDict buffers_;
   NamedModules children_;
   bool training_ = true;
+  detail::ForwardHookSlot forward_hooks_;
 };
 
 // Writes module.str().
@@ -137,7 +197,12 @@ std::ostream& operator<<(std::ostream& os, const Module& module);
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& input) = 0;
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward(input), then the forward hooks (see register_forward_hook).
+  Tensor operator()(const Tensor& input) {
+    Tensor output = forward(input);
+    if (has_forward_hooks()) run_forward_hooks({input}, {output});
+    return output;
+  }
 };
 
 }  // namespace nn
