@@ -12,7 +12,14 @@
 
 namespace tapegrad::cuda_backend {
 
+// The emulation build, where each element is an emulated thread, cuts smaller chunks so that a test
+// reaches a tensor spanning several launches (kMaxBlocksPerLaunch chunks) in seconds, through the
+// same code.
+#ifdef TAPEGRAD_CUDA_EMULATED
+constexpr int64_t kChunkElements = 4096;
+#else
 constexpr int64_t kChunkElements = 65536;
+#endif
 constexpr int kMultiTensorThreads = 512;
 
 // Tensors per launch for each depth, keeping the whole argument block under the 4 KiB that every

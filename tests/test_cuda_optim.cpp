@@ -100,10 +100,11 @@ TEST(CudaOptim, Float64MatchesCpu) {
     expect_gpu_matches_cpu({{7, 3}, {0}, {1000}}, c.make, kFloat64, kFloat64, 1e-13, 1e-12, c.name + " f64");
 }
 
-// One parameter larger than a launch's 320 chunks of 65536 elements continues in the next launch.
+// One parameter larger than a launch's 320 chunks of 65536 elements (4096 in the emulation build,
+// multi_tensor_apply.cuh) continues in the next launch.
 TEST(CudaOptim, ParameterLargerThanOneLaunch) {
   SKIP_WITHOUT_GPU();
-  std::vector<Shape> shapes{{5}, {320 * 65536 + 12345}, {3}};
+  std::vector<Shape> shapes{{5}, {testing::gpu_size(320 * 65536, 320 * 4096) + 12345}, {3}};
   expect_gpu_matches_cpu(shapes, adam(optim::AdamOptions(1e-2).amsgrad(true), false), kFloat32, kFloat32, 1e-6, 1e-5,
                          "large adam", 2);
   expect_gpu_matches_cpu(shapes, sgd(optim::SGDOptions(0.1).momentum(0.9)), kFloat32, kFloat32, 1e-6, 1e-5, "large sgd",
