@@ -12,7 +12,7 @@ jobs="$(nproc)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
   -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_FUZZ=ON -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF \
-  -DTAPEGRAD_BUILD_BENCHMARKS=OFF >/dev/null
+  -DTAPEGRAD_BUILD_BENCHMARKS=OFF -DTAPEGRAD_DISTRIBUTED=OFF >/dev/null
 cmake --build build-fuzz --parallel "$jobs" --target fuzz_idx fuzz_safetensors fuzz_safetensors_many fuzz_parsers \
   fuzz_creation
 
