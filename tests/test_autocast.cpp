@@ -110,16 +110,16 @@ TEST(Autocast, BadArgumentsAreClearErrors) {
   EXPECT_FALSE(amp::is_autocast_enabled(DeviceKind::CUDA));
 }
 
-// Both product paths (AVX512-BF16 where the CPU has it, the portable one always) against the
+// Every product path the CPU has (AMX, AVX512-BF16, the portable one always) against the
 // reference; the f32 LSTM is close but measurably different (the rounding happened).
 TEST(Autocast, LstmProductsRunInBf16) {
   Layer layer(6, 5, 7, 9);
   const std::vector<double> want = reference_layer(layer.x, layer.w_ih, layer.w_hh, layer.b_ih, layer.b_hh);
   const std::vector<float> f32 = layer.run().output.contiguous().tolist<float>();
-  for (bool native : {false, true}) {
-    if (native && !cpu::sbgemm_native_available()) continue;
-    SCOPED_TRACE(native ? "AVX512-BF16" : "portable");
-    cpu::sbgemm_force_portable(!native);
+  for (cpu::SbgemmKernel kernel : {cpu::SbgemmKernel::Portable, cpu::SbgemmKernel::Avx512Bf16, cpu::SbgemmKernel::Amx}) {
+    if (kernel > cpu::sbgemm_best_kernel()) continue;
+    SCOPED_TRACE(cpu::sbgemm_kernel_name(kernel));
+    cpu::sbgemm_limit_kernel(kernel);
     std::vector<float> got;
     {
       amp::AutocastGuard guard(kCPU, kBFloat16);
@@ -127,7 +127,7 @@ TEST(Autocast, LstmProductsRunInBf16) {
       EXPECT_EQ(out.output.dtype(), kFloat32);  // the f32 sums, not bf16 tensors (amp/autocast.h)
       got = out.output.contiguous().tolist<float>();
     }
-    cpu::sbgemm_force_portable(false);
+    cpu::sbgemm_limit_kernel(cpu::SbgemmKernel::Amx);
     EXPECT_LT(max_abs_diff(got, want), 2e-5);
     // Negative control: bf16 rounding of operands moves the result far more than f32 sums do.
     EXPECT_GT(max_abs_diff(f32, want), 1e-4);

@@ -1,7 +1,8 @@
 // The bf16 products with f32 accumulation (src/cpu/sbgemm.h) against a double-precision reference
 // of the bf16-rounded operands: every edge of the blocking (tile rows, panel columns, depth blocks
 // and an odd depth), both layouts of each operand, f32 and bf16 sources, alpha and beta, one and
-// two threads, on the AVX512-BF16 kernel where the CPU has it and on the portable path always.
+// two threads, on the AMX and AVX512-BF16 kernels where the CPU has them and on the portable path
+// always.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@ namespace {
 
 using tapegrad::BFloat16;
 using tapegrad::cpu::PackedBf16Matrix;
+using tapegrad::cpu::SbgemmKernel;
 
 struct Case {
   int64_t m, n, k;
@@ -32,12 +34,16 @@ class ThreadCount {
   int saved_;
 };
 
-// Selects a path for one scope; the native one only where the CPU has it.
+// Selects a kernel for one scope (callers skip the ones the CPU lacks).
 class Path {
  public:
-  explicit Path(bool native) { tapegrad::cpu::sbgemm_force_portable(!native); }
-  ~Path() { tapegrad::cpu::sbgemm_force_portable(false); }
+  explicit Path(SbgemmKernel kernel) { tapegrad::cpu::sbgemm_limit_kernel(kernel); }
+  ~Path() { tapegrad::cpu::sbgemm_limit_kernel(SbgemmKernel::Amx); }
 };
+
+bool has(SbgemmKernel kernel) { return kernel <= tapegrad::cpu::sbgemm_best_kernel(); }
+
+constexpr SbgemmKernel kAllKernels[] = {SbgemmKernel::Portable, SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx};
 
 std::vector<float> random_values(size_t count, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -103,10 +109,11 @@ double check_case(const Case& t) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  // Tile rows 1..12 and beyond, panel columns around 16 and 32, depth odd and across a block (512).
-  for (int64_t m : {1, 5, 12, 13, 16, 29})
-    for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
-      for (int64_t k : {1, 2, 7, 64, 513, 1030}) out.push_back({m, n, k, false, false, 1.0f, 0.0f});
+  // Tile rows 1..12 and beyond, AMX row blocks of 16 and 32 and their edges, panel columns around
+  // 16, 32 and 64, depth odd, across an AMX tile (32) and across a block (512).
+  for (int64_t m : {1, 5, 12, 13, 16, 29, 32, 47})
+    for (int64_t n : {1, 15, 16, 17, 32, 33, 70, 96})
+      for (int64_t k : {1, 2, 7, 33, 64, 513, 1030}) out.push_back({m, n, k, false, false, 1.0f, 0.0f});
   for (bool at : {false, true})
     for (bool bt : {false, true}) {
       out.push_back({13, 45, 37, at, bt, 1.0f, 0.0f});
@@ -116,8 +123,8 @@ std::vector<Case> cases() {
   return out;
 }
 
-void run_all(bool native, int threads) {
-  Path path(native);
+void run_all(SbgemmKernel kernel, int threads) {
+  Path path(kernel);
   ThreadCount count(threads);
   for (const Case& t : cases()) {
     SCOPED_TRACE(::testing::Message() << "m=" << t.m << " n=" << t.n << " k=" << t.k << " at=" << t.a_transposed
@@ -129,26 +136,35 @@ void run_all(bool native, int threads) {
 
 }  // namespace
 
-TEST(CpuSbgemm, NativeKernelMatchesTheRoundedReference) {
-  if (!tapegrad::cpu::sbgemm_native_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  run_all(/*native=*/true, 1);
+TEST(CpuSbgemm, Avx512Bf16KernelMatchesTheRoundedReference) {
+  if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  run_all(SbgemmKernel::Avx512Bf16, 1);
 }
 
-TEST(CpuSbgemm, NativeKernelOnTwoThreads) {
-  if (!tapegrad::cpu::sbgemm_native_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  Path path(true);
-  ThreadCount count(2);
-  // Large enough to be split across threads (more than 2^20 multiply-adds, several panels).
-  check_case<float>({64, 200, 300, false, false, 1.0f, 0.0f});
-  check_case<float>({40, 130, 520, true, false, 1.0f, 1.0f});
+TEST(CpuSbgemm, AmxKernelMatchesTheRoundedReference) {
+  if (!has(SbgemmKernel::Amx)) GTEST_SKIP() << "this CPU (or its OS) has no AMX";
+  run_all(SbgemmKernel::Amx, 1);
 }
 
-TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) { run_all(/*native=*/false, 2); }
+TEST(CpuSbgemm, NativeKernelsOnTwoThreads) {
+  for (SbgemmKernel kernel : {SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx}) {
+    if (!has(kernel)) continue;
+    SCOPED_TRACE(tapegrad::cpu::sbgemm_kernel_name(kernel));
+    Path path(kernel);
+    ThreadCount count(2);
+    // Large enough to be split across threads (more than 2^24 multiply-adds, several panels).
+    check_case<float>({64, 200, 300, false, false, 1.0f, 0.0f});
+    check_case<float>({40, 130, 520, true, false, 1.0f, 1.0f});
+    check_case<float>({96, 256, 1000, false, false, 1.0f, 1.0f});
+  }
+}
+
+TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) { run_all(SbgemmKernel::Portable, 2); }
 
 TEST(CpuSbgemm, Bf16SourcesGiveTheSameProducts) {
-  for (bool native : {false, true}) {
-    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
-    Path path(native);
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    Path path(kernel);
     check_case<BFloat16>({13, 45, 37, false, false, 1.0f, 0.0f});
     check_case<BFloat16>({13, 45, 37, true, true, 1.0f, 0.5f});
   }
@@ -157,24 +173,27 @@ TEST(CpuSbgemm, Bf16SourcesGiveTheSameProducts) {
 // Negative control: the products really are of bf16-rounded operands. Against the unrounded f32
 // product they are off by far more than the tolerance above (about 2^-9 relative per operand).
 TEST(CpuSbgemm, OperandsAreRoundedToBf16) {
-  for (bool native : {false, true}) {
-    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
-    Path path(native);
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    Path path(kernel);
     const double off = check_case<float>({16, 32, 256, false, false, 1.0f, 0.0f});
-    EXPECT_GT(off, 1e-4) << (native ? "native" : "portable");
+    EXPECT_GT(off, 1e-4) << tapegrad::cpu::sbgemm_kernel_name(kernel);
   }
 }
 
-// One packed matrix serves many products, as an LSTM's weights serve every step.
+// One packed matrix serves many products, as an LSTM's weights serve every step; the two native
+// kernels read the same packing.
 TEST(CpuSbgemm, PackedMatrixIsReusable) {
-  for (bool native : {false, true}) {
-    if (native && !tapegrad::cpu::sbgemm_native_available()) continue;
-    Path path(native);
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    Path path(kernel);
     const int64_t k = 40, n = 48, m = 3;
     std::vector<float> b = random_values(static_cast<size_t>(k * n), 7);
     PackedBf16Matrix packed(b.data(), n, 1, k, n);
-    EXPECT_EQ(packed.native(), native);
+    EXPECT_EQ(packed.native(), kernel != SbgemmKernel::Portable);
     for (uint32_t step = 0; step < 4; ++step) {
+      // Alternate the native kernels over one packing where both exist.
+      if (kernel == SbgemmKernel::Amx) tapegrad::cpu::sbgemm_limit_kernel(step % 2 ? SbgemmKernel::Avx512Bf16 : kernel);
       std::vector<float> a = random_values(static_cast<size_t>(m * k), 100 + step), c(static_cast<size_t>(m * n));
       tapegrad::cpu::sbgemm(m, 1.0f, a.data(), k, 1, packed, 0.0f, c.data(), n);
       for (int64_t i = 0; i < m; ++i)

@@ -11,6 +11,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
+#include "cpu/sbgemm.h"
 #include "cpu/sgemm_avx512.h"
 
 namespace tapegrad::cpu {
@@ -271,6 +272,20 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
     gemm_call<T>(oa, ob, c, ldc, n, m, k, static_cast<const T*>(oa.tensor.data_ptr()),
                  static_cast<const T*>(ob.tensor.data_ptr()), alpha, beta);
   });
+}
+
+// gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
+// which costs k x m against the product's n x k x m.
+void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  if (n == 0 || m == 0) return;
+  TG_ASSERT(out.stride(1) == 1 || m == 1);
+  TG_CHECK(a.dtype() == kFloat32 && b.dtype() == kFloat32 && out.dtype() == kFloat32,
+           "mm: bf16 products need float32 tensors, got ", a.dtype(), " and ", b.dtype());
+  const int64_t ldc = std::max<int64_t>(out.stride(0), std::max<int64_t>(m, 1));
+  const PackedBf16Matrix packed(static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1), k, m);
+  sbgemm(n, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()), a.stride(0), a.stride(1), packed,
+         static_cast<float>(beta), static_cast<float*>(out.data_ptr()), ldc);
 }
 
 // C = A B + beta C, all row-major with unit column stride (gemm_rows.h). One row goes through the

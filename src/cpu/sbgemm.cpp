@@ -20,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/sbgemm_amx.h"
 #include "cpu/sgemm_avx512.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/runtime.h"
@@ -33,7 +34,11 @@ namespace tapegrad::cpu {
 
 namespace {
 
-std::atomic<bool> portable_forced{false};
+std::atomic<SbgemmKernel> kernel_limit{SbgemmKernel::Amx};
+
+// Depth pairs of a packed panel, padded with zeros to whole AMX tiles so that both native kernels
+// read the same layout.
+int64_t panel_pairs(int64_t k) { return (k + 1) / 2 + (-((k + 1) / 2) & (amx::kTilePairs - 1)); }
 
 uint16_t round_bf16(float v) { return BFloat16(v).bits; }
 uint16_t round_bf16(BFloat16 v) { return v.bits; }
@@ -66,9 +71,71 @@ TG_AVX512_BF16 void floats_to_bf16(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
+// Transposes 16 x 16 32-bit elements held as 16 rows. (The zero-masked forms with every lane set
+// are the plain instructions; GCC 12 warns about the plain intrinsics' undefined pass-through.)
+TG_AVX512_BF16 void transpose_16x16(__m512i r[16]) {
+  constexpr __mmask16 all = 0xFFFF;
+  constexpr __mmask8 all8 = 0xFF;
+  __m512i t[16], u[16], v[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_epi32(all, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_epi32(all, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_maskz_unpacklo_epi64(all8, t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_maskz_unpackhi_epi64(all8, t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_maskz_unpacklo_epi64(all8, t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_maskz_unpackhi_epi64(all8, t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      v[8 * i + j] = _mm512_maskz_shuffle_i32x4(all, u[8 * i + j], u[8 * i + 4 + j], 0x88);
+      v[8 * i + 4 + j] = _mm512_maskz_shuffle_i32x4(all, u[8 * i + j], u[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_maskz_shuffle_i32x4(all, v[j], v[8 + j], 0x88);
+    r[8 + j] = _mm512_maskz_shuffle_i32x4(all, v[j], v[8 + j], 0xdd);
+  }
+}
+
+// A stored by columns (row stride 1, a transposed view such as a weight gradient's dgates^T). Per
+// 16 rows and 16 depth pairs: each pair of depths is converted for the 16 rows by one instruction
+// and interleaved into the rows' pairs, the 16 x 16 pairs are transposed in registers, and each row
+// gets one 64-byte store. Row by row with scalar rounding it took a third of an LSTM step; with
+// 32-bit scatters the rows, ld apart, still conflicted in L1.
+TG_AVX512_BF16 void columns_to_bf16(const float* a, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 rows = lanes(m - i);
+    const int64_t row_count = std::min<int64_t>(16, m - i);
+    for (int64_t p0 = 0; p0 < k; p0 += 32) {
+      __m512i pairs[16];
+      for (int q = 0; q < 16; ++q) {
+        const int64_t p = p0 + 2 * q;
+        const __m512 lo = p < k ? _mm512_maskz_loadu_ps(rows, a + i + p * cs) : _mm512_setzero_ps();
+        const __m512 hi = p + 1 < k ? _mm512_maskz_loadu_ps(rows, a + i + (p + 1) * cs) : _mm512_setzero_ps();
+        pairs[q] = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      transpose_16x16(pairs);
+      for (int64_t r = 0; r < row_count; ++r) _mm512_storeu_si512(out + (i + r) * ld + p0, pairs[r]);
+    }
+  }
+}
+
 // Rows of A as bf16, `ld` (even, >= k) apart, each padded with zeros to ld.
 template <class T>
 TG_AVX512_BF16 void rows_to_bf16(const T* a, int64_t rs, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cs != 1 && rs == 1 && ld % 32 == 0) {  // whole 16-pair stores stay inside each row
+      columns_to_bf16(a, cs, m, k, out, ld);
+      const int64_t written = (k + 31) / 32 * 32;
+      for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld + written, out + (i + 1) * ld, uint16_t{0});
+      return;
+    }
+  }
   for (int64_t i = 0; i < m; ++i) {
     uint16_t* row = out + i * ld;
     if constexpr (std::is_same_v<T, float>) {
@@ -88,9 +155,9 @@ TG_AVX512_BF16 void rows_to_bf16(const T* a, int64_t rs, int64_t cs, int64_t m, 
 // Rows contiguous in float: two rows' 16 columns are converted and interleaved in registers.
 template <class T>
 TG_AVX512_BF16 void pack_panels(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* out) {
-  const int64_t pairs = (k + 1) / 2;
+  const int64_t pairs = (k + 1) / 2, stride = panel_pairs(k);
   for (int64_t j0 = 0; j0 < n; j0 += kNr) {
-    uint16_t* panel = out + (j0 / kNr) * pairs * 2 * kNr;
+    uint16_t* panel = out + (j0 / kNr) * stride * 2 * kNr;
     for (int64_t p = 0; p < pairs; ++p) {
       uint16_t* dst = panel + p * 2 * kNr;
       const int64_t r0 = 2 * p, r1 = 2 * p + 1;
@@ -164,14 +231,14 @@ constexpr TileKernel kTileKernels[kMr + 1] = {nullptr,        tile_kernel<1>,  t
 // Panels [j0, j1) of C for all m rows of A (bf16 rows lda apart), on the calling thread.
 void native_panels(int64_t m, float alpha, const uint16_t* a, int64_t lda, const PackedBf16Matrix& b, float beta,
                    float* c, int64_t ldc, int64_t j0, int64_t j1) {
-  const int64_t pairs = (b.rows() + 1) / 2, n = b.cols();
+  const int64_t pairs = (b.rows() + 1) / 2, stride = panel_pairs(b.rows()), n = b.cols();
   for (int64_t p0 = 0; p0 < pairs; p0 += kKp) {
     const int64_t kp = std::min(kKp, pairs - p0);
     const float beta_block = p0 == 0 ? beta : 1.0f;  // later depth blocks add to what the first wrote
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t col = j * kNr;
       const __mmask16 m0 = lanes(n - col), m1 = lanes(n - col - 16);
-      const uint16_t* panel = b.pairs() + j * pairs * 2 * kNr + p0 * 2 * kNr;
+      const uint16_t* panel = b.pairs() + j * stride * 2 * kNr + p0 * 2 * kNr;
       for (int64_t i = 0; i < m; i += kMr) {
         const int r = static_cast<int>(std::min<int64_t>(kMr, m - i));
         kTileKernels[r](kp, a + i * lda + 2 * p0, lda, panel, c + i * ldc + col, ldc, m0, m1, alpha, beta_block);
@@ -180,25 +247,43 @@ void native_panels(int64_t m, float alpha, const uint16_t* a, int64_t lda, const
   }
 }
 
+// The native kernels' A: rows of bf16 padded with zeros to the panels' depth and, for AMX, to whole
+// tiles of rows. Threads that share a product convert a share of the rows each.
 template <class T>
 void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-                    float beta, float* c, int64_t ldc) {
-  const int64_t k = b.rows(), n = b.cols(), lda = 2 * ((k + 1) / 2);
-  thread_local std::vector<uint16_t> rows;  // kept: an LSTM step must not allocate
-  rows.resize(static_cast<size_t>(m * lda));
-  rows_to_bf16(a, a_rs, a_cs, m, k, rows.data(), lda);
-  const uint16_t* a16 = rows.data();
+                    float beta, float* c, int64_t ldc, bool amx) {
+  const int64_t k = b.rows(), n = b.cols(), lda = 2 * panel_pairs(k);
+  const int64_t rows = amx ? m + (-m & (amx::kTileRows - 1)) : m;
+  thread_local std::vector<uint16_t> buffer;  // kept: an LSTM step must not allocate
+  buffer.resize(static_cast<size_t>(rows * lda));
+  std::fill(buffer.begin() + m * lda, buffer.end(), uint16_t{0});
+  uint16_t* a16 = buffer.data();
+  auto convert = [&](int64_t i0, int64_t i1) {
+    if (i1 > i0) rows_to_bf16(a + i0 * a_rs, a_rs, a_cs, i1 - i0, k, a16 + i0 * lda, lda);
+  };
   const int64_t panels = (n + kNr - 1) / kNr;
+  auto run = [&](int64_t begin, int64_t end) {
+    if (amx) {
+      amx::product(m, n, lda / 2, alpha, a16, lda, b.pairs(), beta, c, ldc, begin, end);
+    } else {
+      native_panels(m, alpha, a16, lda, b, beta, c, ldc, begin, end);
+    }
+  };
   const int threads = get_num_threads();
-  if (threads <= 1 || m * n * k < kParallelMacs || omp_in_parallel() || panels < 2) {
-    native_panels(m, alpha, a16, lda, b, beta, c, ldc, 0, panels);
+  // AMX does 16 times the work per instruction: split only products that are large for it too.
+  const int64_t parallel_macs = amx ? 16 * kParallelMacs : kParallelMacs;
+  if (threads <= 1 || m * n * k < parallel_macs || omp_in_parallel() || panels < 2) {
+    convert(0, m);
+    run(0, panels);
     return;
   }
   const int use = static_cast<int>(std::min<int64_t>(threads, panels));
 #pragma omp parallel num_threads(use)
   {
     const int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
-    native_panels(m, alpha, a16, lda, b, beta, c, ldc, panels * part / parts, panels * (part + 1) / parts);
+    convert(m * part / parts, m * (part + 1) / parts);
+#pragma omp barrier
+    run(panels * part / parts, panels * (part + 1) / parts);
   }
 }
 
@@ -233,7 +318,7 @@ void product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, con
   }
 #ifdef TG_HAVE_AVX512_BF16
   if (b.native()) {
-    native_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+    native_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, sbgemm_kernel() == SbgemmKernel::Amx);
     return;
   }
 #endif
@@ -242,28 +327,41 @@ void product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, con
 
 }  // namespace
 
-bool sbgemm_native_available() {
+SbgemmKernel sbgemm_best_kernel() {
 #ifdef TG_HAVE_AVX512_BF16
-  static const bool available = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl");
-  return available;
+  static const SbgemmKernel best = [] {
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl"))
+      return SbgemmKernel::Portable;
+    return amx::available() ? SbgemmKernel::Amx : SbgemmKernel::Avx512Bf16;
+  }();
+  return best;
 #else
-  return false;
+  return SbgemmKernel::Portable;
 #endif
 }
 
-bool sbgemm_uses_native() { return sbgemm_native_available() && !portable_forced.load(std::memory_order_relaxed); }
+SbgemmKernel sbgemm_kernel() { return std::min(sbgemm_best_kernel(), kernel_limit.load(std::memory_order_relaxed)); }
 
-void sbgemm_force_portable(bool portable) { portable_forced.store(portable); }
+void sbgemm_limit_kernel(SbgemmKernel most) { kernel_limit.store(most); }
+
+const char* sbgemm_kernel_name(SbgemmKernel kernel) {
+  switch (kernel) {
+    case SbgemmKernel::Portable: return "portable";
+    case SbgemmKernel::Avx512Bf16: return "avx512-bf16";
+    case SbgemmKernel::Amx: return "amx";
+  }
+  return "?";
+}
 
 PackedBf16Matrix::PackedBf16Matrix(const float* b, int64_t rs, int64_t cs, int64_t k, int64_t n)
-    : k_(k), n_(n), native_(sbgemm_uses_native()) {
+    : k_(k), n_(n), native_(sbgemm_kernel() != SbgemmKernel::Portable) {
   TG_CHECK(k >= 0 && n >= 0, "bf16 matmul: bad matrix size ", k, " x ", n);
   pack(b, rs, cs);
 }
 
 PackedBf16Matrix::PackedBf16Matrix(const BFloat16* b, int64_t rs, int64_t cs, int64_t k, int64_t n)
-    : k_(k), n_(n), native_(sbgemm_uses_native()) {
+    : k_(k), n_(n), native_(sbgemm_kernel() != SbgemmKernel::Portable) {
   TG_CHECK(k >= 0 && n >= 0, "bf16 matmul: bad matrix size ", k, " x ", n);
   pack(b, rs, cs);
 }
@@ -272,8 +370,8 @@ template <class T>
 void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
 #ifdef TG_HAVE_AVX512_BF16
   if (native_) {
-    const int64_t panels = (n_ + kNr - 1) / kNr, pairs = (k_ + 1) / 2;
-    pairs_.assign(static_cast<size_t>(panels * pairs * 2 * kNr), 0);
+    const int64_t panels = (n_ + kNr - 1) / kNr;
+    pairs_.assign(static_cast<size_t>(panels * panel_pairs(k_) * 2 * kNr), 0);
     pack_panels(b, rs, cs, k_, n_, pairs_.data());
     return;
   }

@@ -10,14 +10,20 @@
 
 namespace tapegrad::cpu {
 
-// Whether this CPU has AVX512-BF16 (vdpbf16ps) and this build the kernel that uses it; elsewhere
-// the products round their operands to bf16 and multiply them in f32 (the same values to within
-// the order of the f32 sums).
-bool sbgemm_native_available();
-// Whether the products use the AVX512-BF16 kernel now: native and not switched off for tests.
-bool sbgemm_uses_native();
-// Tests run both paths on CPUs that have both: false forces the portable one (per process).
-void sbgemm_force_portable(bool portable);
+// The kernels of the products, slowest first: the portable path rounds the operands to bf16 and
+// multiplies them in f32 (the same values to within the order of the f32 sums); AVX512-BF16 uses
+// vdpbf16ps (Note [bf16 products] in sbgemm.cpp); AMX uses the tile unit (Note [AMX products] in
+// sbgemm_amx.cpp).
+enum class SbgemmKernel { Portable, Avx512Bf16, Amx };
+
+// The fastest kernel this CPU, its operating system and this build have.
+SbgemmKernel sbgemm_best_kernel();
+// The kernel products use now: the best one, or a slower one that tests asked for.
+SbgemmKernel sbgemm_kernel();
+// Tests run every path the CPU has: products use at most `most` (per process) until called again
+// (SbgemmKernel::Amx restores the best).
+void sbgemm_limit_kernel(SbgemmKernel most);
+const char* sbgemm_kernel_name(SbgemmKernel kernel);  // "portable", "avx512-bf16", "amx"
 
 // B (k x n, element (p, j) at b[p * rs + j * cs]) rounded to bf16 and laid out once for any number
 // of products: an LSTM's weights, reused by every timestep. Which layout depends on the path
@@ -30,7 +36,8 @@ class PackedBf16Matrix {
   int64_t rows() const { return k_; }
   int64_t cols() const { return n_; }
   bool native() const { return native_; }
-  // Native: panels of 32 columns, each depth pair (2p, 2p + 1) of a column side by side.
+  // Native: panels of 32 columns, each depth pair (2p, 2p + 1) of a column side by side, the pairs
+  // padded with zeros to a multiple of 16 (whole AMX tiles).
   const uint16_t* pairs() const { return pairs_.data(); }
   // Portable: the rounded values as floats, row-major [k, n].
   const float* floats() const { return floats_.data(); }

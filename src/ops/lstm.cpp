@@ -171,7 +171,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              Tensor w_hh_ = sw_hh.get(), h_init_ = sh0.get();
              const Device dev = gates_.device();
              const DType dt = gates_.dtype();
-             auto gemm_ = TG_KERNEL(dev, gemm);
+             auto gemm_ = gemm_kernel("lstm", dev, dt, products);  // the weight gradients' products too
              auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
              auto add_kernel = TG_KERNEL(dev, binary);
              auto copy_kernel = TG_KERNEL(dev, copy);

@@ -1,6 +1,9 @@
 // mm, bmm, addmm, matmul and linear. Backward of C = A B: dA = dC B^T, dB = A^T dC; the
-// transposes are views the GEMM reads through strides.
+// transposes are views the GEMM reads through strides. Under autocast (amp/autocast.h) mm, addmm,
+// matmul and linear run their products in bf16 with float32 sums, forward and backward alike: the
+// choice is made when the forward runs and kept by its tape node.
 #include "ops/op_helpers.h"
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/linalg.h"
@@ -23,16 +26,23 @@ void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b, int
            " cannot be multiplied (", a.size(-1), " != ", b.size(-2), ")");
 }
 
+// Backward's products in the precision that the forward chose, whatever autocast says when it runs.
+amp::AutocastGuard same_products(Device device, DType dtype, DType products) {
+  return amp::AutocastGuard(device, products == dtype ? kBFloat16 : products, products != dtype);
+}
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("mm", a, b, 2);
   Tensor out = empty_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
-  TG_KERNEL(a.device(), gemm)(a, b, out, 1.0, 0.0);
+  const DType products = amp::product_dtype(a.device(), a.dtype());
+  gemm_kernel("mm", a.device(), a.dtype(), products)(a, b, out, 1.0, 0.0);
   if (any_requires_grad({a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
-    record("mm", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
+    record("mm", {a, b}, {out}, [sa, sb, products](const std::vector<Tensor>& g) {
+      const amp::AutocastGuard precision = same_products(g[0].device(), g[0].dtype(), products);
       return std::vector<Tensor>{sb.defined() ? mm(g[0], sb.get().t()) : Tensor(),
                                  sa.defined() ? mm(sa.get().t(), g[0]) : Tensor()};
     });
@@ -66,13 +76,15 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
            shape_str(input.sizes()), " cannot be broadcast to ", shape_str(shape));
   Tensor out = empty_tensor(shape, a.dtype(), a.device());
   if (beta != 0.0 && out.numel() > 0) TG_KERNEL(a.device(), copy)(expand_raw(input.detach(), shape), out);
-  TG_KERNEL(a.device(), gemm)(a, b, out, alpha, beta);  // accumulates onto the copied input
+  const DType products = amp::product_dtype(a.device(), a.dtype());
+  gemm_kernel("addmm", a.device(), a.dtype(), products)(a, b, out, alpha, beta);  // accumulates onto the copy
   if (any_requires_grad({input, a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
     Shape in_shape = input.sizes();
     bool need_input = input.requires_grad();
     record("addmm", {input, a, b}, {out}, [=](const std::vector<Tensor>& g) {
+      const amp::AutocastGuard precision = same_products(g[0].device(), g[0].dtype(), products);
       Tensor gi = need_input ? sum_to(beta == 1.0 ? g[0] : mul(g[0], beta), in_shape) : Tensor();
       Tensor ga = sb.defined() ? mm(g[0], sb.get().t()) : Tensor();
       Tensor gb = sa.defined() ? mm(sa.get().t(), g[0]) : Tensor();
@@ -164,25 +176,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     TG_KERNEL(device, copy)(expand_raw(bias.detach(), out.sizes()), out);
     beta = 1.0;
   }
-  TG_KERNEL(device, gemm)(x.detach(), weight.detach().t(), out, 1.0, beta);
+  const DType products = amp::product_dtype(device, x.dtype());
+  gemm_kernel("linear", device, x.dtype(), products)(x.detach(), weight.detach().t(), out, 1.0, beta);
   if (any_requires_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
     SavedTensor saved_x = need_w ? SavedTensor(x) : SavedTensor();
     SavedTensor saved_w = need_x ? SavedTensor(weight) : SavedTensor();
-    record("linear", {x, weight, bias}, {out}, [saved_x, saved_w, need_b](const std::vector<Tensor>& g) {
+    record("linear", {x, weight, bias}, {out}, [saved_x, saved_w, need_b, products](const std::vector<Tensor>& g) {
       const Tensor& grad = g[0];  // [n, out]
       const Device dev = grad.device();
+      const auto gemm = gemm_kernel("linear", dev, grad.dtype(), products);
       Tensor dx, dw, db;
       if (saved_w.defined()) {
         Tensor w = saved_w.get();
         dx = empty_tensor({grad.size(0), w.size(1)}, grad.dtype(), dev);
-        TG_KERNEL(dev, gemm)(grad, w, dx, 1.0, 0.0);
+        gemm(grad, w, dx, 1.0, 0.0);
       }
       if (saved_x.defined()) {
         Tensor xs = saved_x.get();
         dw = empty_tensor({grad.size(1), xs.size(1)}, grad.dtype(), dev);
-        TG_KERNEL(dev, gemm)(grad.t(), xs, dw, 1.0, 0.0);
+        gemm(grad.t(), xs, dw, 1.0, 0.0);
       }
       if (need_b) db = column_sum(grad);
       return std::vector<Tensor>{dx, dw, db};

@@ -92,6 +92,14 @@ Tensor expand_raw(const Tensor& t, const Shape& shape) {
 
 Tensor cast(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
 
+GemmKernel gemm_kernel(const char* op, Device device, DType dtype, DType products) {
+  if (products == dtype) return TG_KERNEL(device, gemm);
+  TG_CHECK(products == kBFloat16 && dtype == kFloat32, op, ": no ", products, " products for ", dtype, " tensors");
+  GemmKernel kernel = backend::kernels(device).gemm_bf16;
+  TG_CHECK(kernel != nullptr, op, ": autocast products on ", device.str(), " are not implemented yet");
+  return kernel;
+}
+
 void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
   if (!autograd::grad_enabled()) return;
   bool needs = self.requires_grad() || (other.defined() && other.requires_grad());
