@@ -1,0 +1,145 @@
+// Autocast's matrix products on the CPU (mm, addmm, matmul, linear): under the guard each product
+// runs on bf16-rounded operands with float32 sums, forward and backward, on every product kernel
+// the CPU has. Checked against double products of the rounded operands written here, against the
+// float32 products (close, not equal: the negative control), and for the rule that backward keeps
+// the precision its forward chose whatever autocast says when backward runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cpu/sbgemm.h"
+#include "tapegrad/tapegrad.h"
+
+using namespace tapegrad;
+
+namespace {
+
+double bf16(float v) { return static_cast<float>(BFloat16(v)); }
+
+// C = A B of [n, k] and [k, m] row-major values, each operand rounded to bf16 or not, in double.
+std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int64_t k, int64_t m,
+                            bool rounded) {
+  std::vector<double> c(static_cast<size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const float x = a[static_cast<size_t>(i * k + p)], y = b[static_cast<size_t>(p * m + j)];
+        sum += rounded ? bf16(x) * bf16(y) : static_cast<double>(x) * y;
+      }
+      c[static_cast<size_t>(i * m + j)] = sum;
+    }
+  return c;
+}
+
+double max_diff(const Tensor& t, const std::vector<double>& want) {
+  const std::vector<float> got = t.contiguous().tolist<float>();
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::fabs(got[i] - want[i]));
+  return m;
+}
+
+std::vector<float> values(const Tensor& t) { return t.contiguous().tolist<float>(); }
+
+constexpr cpu::SbgemmKernel kKernels[] = {cpu::SbgemmKernel::Portable, cpu::SbgemmKernel::Avx512Bf16,
+                                          cpu::SbgemmKernel::Amx};
+
+struct KernelLimit {
+  explicit KernelLimit(cpu::SbgemmKernel k) { cpu::sbgemm_limit_kernel(k); }
+  ~KernelLimit() { cpu::sbgemm_limit_kernel(cpu::SbgemmKernel::Amx); }
+};
+
+}  // namespace
+
+// linear(x, W, b) = x W^T + b, and its gradients dx = g W and dW = g^T x, with every product of
+// rounded operands; backward runs after the guard has closed.
+TEST(AutocastProducts, LinearForwardAndBackwardInBf16) {
+  const int64_t n = 37, in = 45, out = 26;
+  Generator gen(5);
+  Tensor x = randn({n, in}, {}, &gen).requires_grad_(), w = randn({out, in}, {}, &gen).requires_grad_();
+  Tensor b = randn({out}, {}, &gen).requires_grad_(), g = randn({n, out}, {}, &gen);
+  const std::vector<float> xv = values(x), wtv = values(w.t()), wv = values(w), gv = values(g), gtv = values(g.t());
+  const std::vector<float> bv = values(b);
+  std::vector<double> want_y = product(xv, wtv, n, in, out, true), exact_y = product(xv, wtv, n, in, out, false);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < out; ++j) {
+      want_y[static_cast<size_t>(i * out + j)] += bv[static_cast<size_t>(j)];
+      exact_y[static_cast<size_t>(i * out + j)] += bv[static_cast<size_t>(j)];
+    }
+  const std::vector<double> want_dx = product(gv, wv, n, out, in, true), want_dw = product(gtv, xv, out, n, in, true);
+  const std::vector<double> exact_dw = product(gtv, xv, out, n, in, false);
+  for (cpu::SbgemmKernel kernel : kKernels) {
+    if (kernel > cpu::sbgemm_best_kernel()) continue;
+    SCOPED_TRACE(cpu::sbgemm_kernel_name(kernel));
+    KernelLimit limit(kernel);
+    x.set_grad(Tensor()), w.set_grad(Tensor()), b.set_grad(Tensor());
+    Tensor y;
+    {
+      amp::AutocastGuard guard(kCPU, kBFloat16);
+      y = linear(x, w, b);
+    }
+    EXPECT_EQ(y.dtype(), kFloat32);  // the float32 sums (amp/autocast.h)
+    EXPECT_LT(max_diff(y, want_y), 1e-4);
+    EXPECT_GT(max_diff(y, exact_y), 1e-3);  // negative control: the operands were rounded
+    sum(y * g).backward();
+    EXPECT_LT(max_diff(x.grad(), want_dx), 1e-4);
+    EXPECT_LT(max_diff(w.grad(), want_dw), 1e-4);
+    EXPECT_GT(max_diff(w.grad(), exact_dw), 1e-3);
+    const std::vector<float> db = values(g.sum(0));
+    EXPECT_LT(max_diff(b.grad(), std::vector<double>(db.begin(), db.end())), 1e-4);
+  }
+}
+
+// A forward outside the guard keeps float32 products in a backward run inside one, bit for bit.
+TEST(AutocastProducts, BackwardKeepsTheForwardsPrecision) {
+  Generator gen(6);
+  Tensor x = randn({20, 33}, {}, &gen).requires_grad_(), w = randn({17, 33}, {}, &gen);
+  Tensor g = randn({20, 17}, {}, &gen);
+  sum(linear(x, w) * g).backward();
+  const std::vector<float> plain = values(x.grad());
+  x.set_grad(Tensor());
+  Tensor y = linear(x, w);
+  {
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    sum(y * g).backward();
+  }
+  EXPECT_EQ(values(x.grad()), plain);
+}
+
+TEST(AutocastProducts, MmAddmmAndMatmul) {
+  Generator gen(7);
+  const int64_t n = 19, k = 50, m = 23;
+  Tensor a = randn({n, k}, {}, &gen).requires_grad_(), b = randn({k, m}, {}, &gen).requires_grad_();
+  Tensor bias = randn({m}, {}, &gen), g = randn({n, m}, {}, &gen);
+  const std::vector<double> want = product(values(a), values(b), n, k, m, true);
+  const std::vector<double> want_da = product(values(g), values(b.t()), n, m, k, true);
+  Tensor c, d, e;
+  {
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    c = mm(a, b);
+    d = addmm(bias, a, b, 1.0, 2.0);
+    e = matmul(a.unsqueeze(0).expand({3, n, k}), b);  // folded into one mm
+  }
+  EXPECT_LT(max_diff(c, want), 1e-4);
+  std::vector<double> want_d = want;
+  const std::vector<float> bias_v = values(bias);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      want_d[static_cast<size_t>(i * m + j)] = 2.0 * want[static_cast<size_t>(i * m + j)] + bias_v[static_cast<size_t>(j)];
+  EXPECT_LT(max_diff(d, want_d), 2e-4);
+  EXPECT_LT(max_diff(e.select(0, 2), want), 1e-4);
+  sum(c * g).backward();  // mm's backward is two mm calls under the forward's precision
+  EXPECT_LT(max_diff(a.grad(), want_da), 1e-4);
+  EXPECT_GT(max_diff(a.grad(), product(values(g), values(b.t()), n, m, k, false)), 1e-3);
+}
+
+// Only float32 is lowered: float64 products are the same with and without the guard.
+TEST(AutocastProducts, Float64IsUntouched) {
+  Generator gen(8);
+  Tensor x = randn({9, 12}, TensorOptions(kFloat64), &gen), w = randn({5, 12}, TensorOptions(kFloat64), &gen);
+  const std::vector<double> plain = linear(x, w).tolist<double>();
+  amp::AutocastGuard guard(kCPU, kBFloat16);
+  EXPECT_EQ(linear(x, w).tolist<double>(), plain);
+  EXPECT_EQ(mm(x, w.t()).tolist<double>(), plain);
+}
