@@ -120,6 +120,8 @@ std::vector<Case> cases() {
       out.push_back({25, 64, 600, at, bt, -0.5f, 1.0f});
       out.push_back({12, 33, 9, at, bt, 2.0f, 0.25f});
     }
+  // More than one AMX block of panels (16 panels, 512 columns) and of depth (512) at once.
+  out.push_back({33, 530, 600, false, false, 1.0f, 0.5f});
   return out;
 }
 

@@ -204,22 +204,40 @@ TG_AMX void block_16x32(int64_t m, int64_t n, int64_t pairs, float alpha, const 
 #undef TG_TILE_START
 #undef TG_TILE_FINISH
 
+// Blocks of the depth and of the panels (Note [AMX products]): a block of B, 256 depth pairs by 16
+// panels (512 KiB), stays in L2 while every row block of A passes over it, and a 32-row block of A
+// for one depth block (32 KiB) stays in L1 while it meets the block's panels. A product with a
+// deeper or wider B than one block walks the blocks; later depth blocks add onto C.
+constexpr int64_t kBlockPairs = 256;
+constexpr int64_t kBlockPanels = 16;
+
 TG_AMX void run_panels(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda,
                        const uint16_t* panels, float beta, float* c, int64_t ldc, int64_t panel_begin,
                        int64_t panel_end) {
   configure_tiles();
   const int64_t panel_values = pairs * 2 * kPanelColumns;
-  int64_t i = 0;
-  for (; i + 32 <= m; i += 32)
-    for (int64_t jp = panel_begin; jp < panel_end; ++jp)
-      block_32x32(m, n, pairs, alpha, a, lda, panels + jp * panel_values, beta, c, ldc, i, jp * kPanelColumns);
-  for (; i < m; i += 16) {
-    int64_t jp = panel_begin;
-    for (; jp + 2 <= panel_end; jp += 2)
-      block_16x64(m, n, pairs, alpha, a, lda, panels + jp * panel_values, panels + (jp + 1) * panel_values, beta, c,
-                  ldc, i, jp * kPanelColumns);
-    if (jp < panel_end)
-      block_16x32(m, n, pairs, alpha, a, lda, panels + jp * panel_values, beta, c, ldc, i, jp * kPanelColumns);
+  for (int64_t p0 = 0; p0 < pairs; p0 += kBlockPairs) {
+    const int64_t depth = std::min(kBlockPairs, pairs - p0);
+    const float beta_block = p0 == 0 ? beta : 1.0f;  // later depth blocks add to what the first wrote
+    const uint16_t* a_block = a + 2 * p0;
+    const uint16_t* b_block = panels + p0 * 2 * kPanelColumns;
+    for (int64_t q0 = panel_begin; q0 < panel_end; q0 += kBlockPanels) {
+      const int64_t q1 = std::min(panel_end, q0 + kBlockPanels);
+      int64_t i = 0;
+      for (; i + 32 <= m; i += 32)
+        for (int64_t jp = q0; jp < q1; ++jp)
+          block_32x32(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, beta_block, c, ldc, i,
+                      jp * kPanelColumns);
+      for (; i < m; i += 16) {
+        int64_t jp = q0;
+        for (; jp + 2 <= q1; jp += 2)
+          block_16x64(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values,
+                      b_block + (jp + 1) * panel_values, beta_block, c, ldc, i, jp * kPanelColumns);
+        if (jp < q1)
+          block_16x32(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, beta_block, c, ldc, i,
+                      jp * kPanelColumns);
+      }
+    }
   }
   _tile_release();
 }
