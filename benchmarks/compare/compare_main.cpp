@@ -151,7 +151,7 @@ SideResult summarise(const Contender& c, double first_loss, double check_loss, d
 
 // Trains one configuration on both sides from the files written for it; returns its row.
 CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool with_tapegrad, bool with_libtorch,
-                       double budget_s, const std::string& out_dir, uint64_t seed) {
+                       bool autocast, double budget_s, const std::string& out_dir, uint64_t seed) {
   const std::string stem = write_inputs(out_dir, c, batch, seed);
   // Both sides start from what the files hold.
   const StateDict weights = load_safetensors(stem + ".weights.safetensors");
@@ -169,6 +169,24 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
                {}};
   std::vector<Contender*> sides;
   if (with_tapegrad) sides.push_back(&tg);
+  // --autocast bf16: the same model and data again, each step under CPU autocast (amp/autocast.h).
+  std::unique_ptr<TrainingRun> ours_bf16;
+  Tensor our_bf16_loss;
+  double bf16_first = 0, bf16_check = 0;
+  int bf16_steps = 0;
+  Contender tg_bf16{[&] {
+                      {
+                        amp::AutocastGuard autocast_guard(kCPU, kBFloat16);
+                        our_bf16_loss = ours_bf16->step();
+                      }
+                      if (++bf16_steps == kCheckStep) bf16_check = our_bf16_loss.item();
+                    },
+                    [&] { ours_bf16->synchronize(); },
+                    {}};
+  if (with_tapegrad && autocast) {
+    ours_bf16 = std::make_unique<TrainingRun>(c.shape, weights, batches, device, c.lr);
+    sides.push_back(&tg_bf16);
+  }
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   std::unique_ptr<LibTorchRun> theirs;
   Contender lt{[&] {
@@ -181,6 +199,19 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
     theirs = std::make_unique<LibTorchRun>(c.shape, weights, batches, c.lr);
     sides.push_back(&lt);
   }
+  std::unique_ptr<LibTorchRun> theirs_bf16;
+  double their_bf16_first = 0, their_bf16_check = 0;
+  int their_bf16_steps = 0;
+  Contender lt_bf16{[&] {
+                      theirs_bf16->step();
+                      if (++their_bf16_steps == kCheckStep) their_bf16_check = theirs_bf16->last_loss();
+                    },
+                    [] {},
+                    {}};
+  if (with_libtorch && autocast) {
+    theirs_bf16 = std::make_unique<LibTorchRun>(c.shape, weights, batches, c.lr, /*autocast_bf16=*/true);
+    sides.push_back(&lt_bf16);
+  }
 #else
   (void)with_libtorch;
 #endif
@@ -190,13 +221,18 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   row.gemm_flops_per_example = c.shape.gemm_flops_per_example();
   row.steps = alternate(sides, budget_s, [&] {
     if (with_tapegrad) our_first = our_loss.item();
+    if (ours_bf16) bf16_first = our_bf16_loss.item();
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
     if (theirs) their_first = theirs->last_loss();
+    if (theirs_bf16) their_bf16_first = theirs_bf16->last_loss();
 #endif
   });
   if (with_tapegrad) row.tapegrad = summarise(tg, our_first, our_check, our_loss.item());
+  if (ours_bf16) row.tapegrad_bf16 = summarise(tg_bf16, bf16_first, bf16_check, our_bf16_loss.item());
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   if (theirs) row.libtorch = summarise(lt, their_first, their_check, theirs->last_loss());
+  if (theirs_bf16)
+    row.libtorch_bf16 = summarise(lt_bf16, their_bf16_first, their_bf16_check, theirs_bf16->last_loss());
 #endif
   (void)their_first;
   return row;
@@ -217,6 +253,8 @@ int main(int argc, char** argv) {
       "no-libtorch", "time tapegrad alone (--side tapegrad)")(
       "side", "both, tapegrad or libtorch: which sides train (one side alone gives that side's peak RSS)",
       cxxopts::value<std::string>()->default_value("both"))("no-ceiling", "skip measuring the sgemm ceiling (about a second)")(
+      "autocast", "off, or bf16: also time each side's step under CPU autocast to bfloat16 (the products in bf16)",
+      cxxopts::value<std::string>()->default_value("off"))(
       "h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
@@ -231,6 +269,12 @@ int main(int argc, char** argv) {
     TG_CHECK(side == "both" || side == "tapegrad" || side == "libtorch", "compare: --side must be both, tapegrad or ",
              "libtorch, got '", side, "'");
     const bool with_tapegrad = side != "libtorch";
+    const std::string autocast_flag = args["autocast"].as<std::string>();
+    TG_CHECK(autocast_flag == "off" || autocast_flag == "bf16", "compare: --autocast must be off or bf16, got '",
+             autocast_flag, "'");
+    const bool autocast = autocast_flag == "bf16";
+    TG_CHECK(!autocast || device.is_cpu(), "compare: --autocast bf16 is CPU autocast; the tapegrad side runs on ",
+             device.str());
     const std::string out_dir = args["out"].as<std::string>();
     std::filesystem::create_directories(out_dir);
 
@@ -263,17 +307,20 @@ int main(int argc, char** argv) {
     } else if (!device.is_cpu()) {
       std::printf("sgemm ceiling: not measured (a CPU figure; the tapegrad side runs on %s)\n", device.str().c_str());
     } else {
-      const SgemmCeiling& c = report.ceiling.emplace(measure_sgemm_ceiling());
+      const SgemmCeiling& c = report.ceiling.emplace(measure_sgemm_ceiling(2048, 5, autocast));
       std::printf(
           "sgemm ceiling, %d threads: OpenBLAS %.0f GFLOP/s, tapegrad matmul %.0f GFLOP/s (%lld^3, best of %d)\n",
           c.threads, c.openblas_gflops, c.tapegrad_gflops, static_cast<long long>(c.n), c.calls);
+      if (autocast)
+        std::printf("bf16 products, %d threads: tapegrad matmul under autocast %.0f GFLOP/s (%s kernel)\n", c.threads,
+                    c.tapegrad_bf16_gflops, amp::cpu_bf16_product_kernel());
     }
     std::printf("\n");
     std::fflush(stdout);
 
     for (const Selection& sel : select(args["configs"].as<std::string>())) {
       try {
-        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, args["budget"].as<double>(),
+        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, autocast, args["budget"].as<double>(),
                                           out_dir, args["seed"].as<uint64_t>()));
         std::printf("  %-12s batch %5lld: %lld steps on each side\n", sel.config->name.c_str(),
                     static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps));
@@ -285,6 +332,9 @@ int main(int argc, char** argv) {
     }
 
     std::printf("\n%s", format_table(report).c_str());
+    if (autocast)
+      std::printf("\nautocast bf16 (the same steps under CPU autocast; bf16/f32: tapegrad's bf16 step over its f32 step):\n%s",
+                  format_autocast_table(report).c_str());
     std::printf(
         "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below 1 "
         "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"

@@ -101,6 +101,38 @@ std::string format_table(const CompareReport& report) {
   return out.str();
 }
 
+std::string format_autocast_table(const CompareReport& report) {
+  std::ostringstream out;
+  bool any = false;
+  for (const CompareRow& r : report.rows) any = any || r.tapegrad_bf16 || r.libtorch_bf16;
+  if (!any) return "";
+  char line[320];
+  std::snprintf(line, sizeof line, "%-12s %6s %10s %10s %9s %10s %10s %9s %11s %11s\n", "config", "batch", "tg f32 ms",
+                "tg bf16 ms", "bf16/f32", "lt f32 ms", "lt bf16 ms", "tg/lt bf16", "loss1 tg bf", "loss1 lt bf");
+  out << line;
+  auto ms = [](const std::optional<SideResult>& side, char* buffer, size_t size) {
+    if (side) std::snprintf(buffer, size, "%.3f", side->median_ms);
+  };
+  for (const CompareRow& r : report.rows) {
+    char tg[32] = "-", tg_bf[32] = "-", ratio[32] = "-", lt[32] = "-", lt_bf[32] = "-", cross[32] = "-";
+    char l_tg[32] = "-", l_lt[32] = "-";
+    if (r.tapegrad.median_ms > 0) std::snprintf(tg, sizeof tg, "%.3f", r.tapegrad.median_ms);
+    ms(r.tapegrad_bf16, tg_bf, sizeof tg_bf);
+    ms(r.libtorch, lt, sizeof lt);
+    ms(r.libtorch_bf16, lt_bf, sizeof lt_bf);
+    if (r.tapegrad_bf16 && r.tapegrad.median_ms > 0)
+      std::snprintf(ratio, sizeof ratio, "%.2f", r.tapegrad_bf16->median_ms / r.tapegrad.median_ms);
+    if (r.tapegrad_bf16 && r.libtorch_bf16)
+      std::snprintf(cross, sizeof cross, "%.2f", r.tapegrad_bf16->median_ms / r.libtorch_bf16->median_ms);
+    if (r.tapegrad_bf16) std::snprintf(l_tg, sizeof l_tg, "%.6f", r.tapegrad_bf16->first_loss);
+    if (r.libtorch_bf16) std::snprintf(l_lt, sizeof l_lt, "%.6f", r.libtorch_bf16->first_loss);
+    std::snprintf(line, sizeof line, "%-12s %6lld %10s %10s %9s %10s %10s %9s %11s %11s\n", r.config.c_str(),
+                  static_cast<long long>(r.batch), tg, tg_bf, ratio, lt, lt_bf, cross, l_tg, l_lt);
+    out << line;
+  }
+  return out.str();
+}
+
 void write_json(const CompareReport& report, const std::string& path) {
   using nlohmann::json;
   json doc;
@@ -125,6 +157,7 @@ void write_json(const CompareReport& report, const std::string& path) {
                             {"threads", c.threads},
                             {"openblas_gflops", c.openblas_gflops},
                             {"tapegrad_matmul_gflops", c.tapegrad_gflops},
+                            {"tapegrad_bf16_matmul_gflops", c.tapegrad_bf16_gflops},
                             {"gflops", c.gflops()}};
   } else {
     doc["sgemm_ceiling"] = nullptr;
@@ -151,6 +184,17 @@ void write_json(const CompareReport& report, const std::string& path) {
       row["libtorch_check_loss"] = r.libtorch->check_loss;
       row["libtorch_final_loss"] = r.libtorch->final_loss;
       row["libtorch_gflops"] = *r.libtorch_gflops();
+    }
+    if (r.tapegrad_bf16) {
+      row["tapegrad_bf16_ms"] = r.tapegrad_bf16->median_ms;
+      row["tapegrad_bf16_first_loss"] = r.tapegrad_bf16->first_loss;
+      row["tapegrad_bf16_check_loss"] = r.tapegrad_bf16->check_loss;
+      if (tg_timed) row["ratio_bf16_over_f32"] = r.tapegrad_bf16->median_ms / r.tapegrad.median_ms;
+    }
+    if (r.libtorch_bf16) {
+      row["libtorch_bf16_ms"] = r.libtorch_bf16->median_ms;
+      row["libtorch_bf16_first_loss"] = r.libtorch_bf16->first_loss;
+      row["libtorch_bf16_check_loss"] = r.libtorch_bf16->check_loss;
     }
     if (r.libtorch && tg_timed) {
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();

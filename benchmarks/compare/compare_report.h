@@ -22,6 +22,8 @@ struct CompareRow {
   double gemm_flops_per_example = 0;  // ModelShape::gemm_flops_per_example(): a floor on the work
   SideResult tapegrad;  // all zeros when tapegrad was not timed (--side libtorch)
   std::optional<SideResult> libtorch;
+  // With --autocast bf16: the same steps, from the same weights, under CPU autocast to bfloat16.
+  std::optional<SideResult> tapegrad_bf16, libtorch_bf16;
 
   std::optional<double> ratio() const;  // tapegrad ms / LibTorch ms: below 1 tapegrad is faster
   // Largest relative difference of the two sides' losses after step 1 and after step kCheckStep
@@ -54,6 +56,9 @@ constexpr double kLossTolerance = 1e-3;  // relative; beyond it the row is flagg
 constexpr int kCheckStep = 8;
 
 std::string format_table(const CompareReport& report);
+// The --autocast rows: each side's bf16 step against tapegrad's f32 step of the same run; empty
+// when no row has them.
+std::string format_autocast_table(const CompareReport& report);
 void write_json(const CompareReport& report, const std::string& path);
 
 }  // namespace tapegrad::bench

@@ -1,6 +1,7 @@
 // LibTorch versions of the named configurations (the only file that includes torch headers).
 #include "libtorch_side.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -105,12 +106,14 @@ struct LibTorchRun::Impl {
   std::vector<torch::Tensor> xs, ys, lengths;
   torch::Tensor loss;
   size_t steps = 0;
+  bool autocast = false;
 };
 
 LibTorchRun::LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches,
-                         double lr)
+                         double lr, bool autocast_bf16)
     : impl_(std::make_unique<Impl>()) {
   Impl* s = impl_.get();
+  s->autocast = autocast_bf16;
   s->targets = [s](size_t i) { return s->ys[i]; };
   if (shape.kind == ModelKind::CharLm) {
     CharLanguageModel model(shape);
@@ -156,7 +159,17 @@ void LibTorchRun::step() {
   Impl& s = *impl_;
   size_t i = s.steps % s.xs.size();
   // ignore_index -100 is the default, so the char model's padded steps add nothing, as in tapegrad.
-  s.loss = torch::nn::functional::cross_entropy(s.forward(i), s.targets(i));
+  if (s.autocast) {
+    // What `with torch.autocast("cpu", dtype=torch.bfloat16):` does on entry and exit.
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+    s.loss = torch::nn::functional::cross_entropy(s.forward(i), s.targets(i));
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+  } else {
+    s.loss = torch::nn::functional::cross_entropy(s.forward(i), s.targets(i));
+  }
   // Gradients to none, as tapegrad's zero_grad does (LibTorch 1.13's zero_grad() zeroes them).
   for (auto& p : s.module->parameters()) p.mutable_grad() = torch::Tensor();
   s.loss.backward();

@@ -25,7 +25,10 @@ void libtorch_set_threads(int threads);
 class LibTorchRun {
  public:
   // Throws tapegrad::Error when `weights` lacks a parameter of the model or has the wrong shape.
-  LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches, double lr);
+  // autocast_bf16: forward and loss under CPU autocast to bfloat16 (torch.autocast("cpu")), the
+  // backward and Adam outside it, as PyTorch's recipe has them.
+  LibTorchRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches, double lr,
+              bool autocast_bf16 = false);
   ~LibTorchRun();
   // Forward, cross-entropy, gradients set to none, backward, Adam step: the same order as tapegrad's.
   void step();

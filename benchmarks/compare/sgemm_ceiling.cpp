@@ -28,7 +28,7 @@ double best_gflops(const std::function<void()>& product, double flops, int calls
 
 }  // namespace
 
-SgemmCeiling measure_sgemm_ceiling(int64_t n, int calls) {
+SgemmCeiling measure_sgemm_ceiling(int64_t n, int calls, bool with_bf16) {
   SgemmCeiling c;
   c.n = n, c.calls = calls, c.threads = get_num_threads();
   NoGradGuard no_grad;
@@ -45,6 +45,10 @@ SgemmCeiling measure_sgemm_ceiling(int64_t n, int calls) {
       flops, calls);
   Tensor result;
   c.tapegrad_gflops = best_gflops([&] { result = matmul(a, b); }, flops, calls);
+  if (with_bf16) {
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    c.tapegrad_bf16_gflops = best_gflops([&] { result = matmul(a, b); }, flops, calls);
+  }
   return c;
 }
 

@@ -1,6 +1,7 @@
 // The per-thread autocast state behind AutocastGuard.
 #include "tapegrad/amp/autocast.h"
 
+#include "cpu/sbgemm.h"
 #include "tapegrad/core/error.h"
 
 namespace tapegrad::amp {
@@ -39,6 +40,8 @@ AutocastGuard::~AutocastGuard() {
 bool is_autocast_enabled(DeviceKind kind) { return state(kind).enabled; }
 
 DType autocast_dtype(DeviceKind kind) { return state(kind).dtype; }
+
+const char* cpu_bf16_product_kernel() { return cpu::sbgemm_kernel_name(cpu::sbgemm_kernel()); }
 
 DType product_dtype(const Device& device, DType dtype) {
   const State& s = state(device.kind());

@@ -3,13 +3,14 @@
 // accumulation, and everything else runs as before. Guards nest (the innermost wins) and belong to
 // the thread that made them.
 //
-// What it covers so far (docs/amp.md): the LSTM's recurrent products on the CPU (nn::LSTM,
-// lstm_layer): each step's [x_t, h_{t-1}] and the weights are rounded to bf16 and multiplied with
-// f32 sums (AVX512-BF16 where the CPU has it), the gate arithmetic and the cell state stay f32, and
-// the tensors the LSTM returns and the gradients it produces stay f32, as do the master weights.
-// Unlike PyTorch, whose autocast returns bf16 tensors from such ops, the outputs are the f32 sums:
-// the CPU's elementwise kernels are f32 ones. CUDA autocast is not implemented yet: a guard for a
-// CUDA device throws.
+// What it covers (docs/amp.md): on the CPU, mm, addmm, matmul, linear and the LSTM (nn::LSTM,
+// lstm_layer: the recurrence's products and the weight-gradient products). Their operands are
+// rounded to bf16 and multiplied with f32 sums (Intel AMX or AVX512-BF16 where the CPU has them),
+// forward and backward: backward uses the precision its forward chose, whatever autocast says when
+// it runs. Everything else (the LSTM's gates and cell state, softmax, losses, reductions, norms, the
+// optimiser) stays f32, as do the master weights and the gradients. Unlike PyTorch, whose autocast
+// returns bf16 tensors from such ops, the outputs are the f32 sums: the CPU's elementwise kernels
+// are f32 ones. CUDA autocast is not implemented yet: a guard for a CUDA device throws.
 #pragma once
 
 #include "tapegrad/core/device.h"
@@ -40,5 +41,9 @@ DType autocast_dtype(DeviceKind kind);
 // The type an op listed by the policy runs its products in for inputs of `dtype` on `device`: the
 // autocast type when autocast is on there and dtype is float32, else dtype itself.
 DType product_dtype(const Device& device, DType dtype);
+
+// Which kernel the CPU's bf16 products use on this machine: "amx" (Intel AMX tiles),
+// "avx512-bf16" (vdpbf16ps) or "portable" (operands rounded, then an f32 product).
+const char* cpu_bf16_product_kernel();
 
 }  // namespace tapegrad::amp
