@@ -100,20 +100,23 @@ void call_cublas(const GemmArgs& g) {
   }
   TG_CHECK(dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16, where,
            ": the cuda backend multiplies float32, float64, float16 and bfloat16 matrices, got ", dtype);
+  // A and B may be 16-bit with a float32 C (mixed precision's products, gemm_mixed).
+  const DType operands = g.a.tensor.dtype();
+  TG_ASSERT(operands == g.b.tensor.dtype() && (operands == dtype || dtype == DType::Float32));
   // The 16-bit types accumulate in f32 too; TF32 rounding applies only to f32 inputs, and only on request.
   const cublasComputeType_t compute =
-      dtype == DType::Float32 && cuda::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const cudaDataType type = cuda_dtype(dtype);
+      operands == DType::Float32 && cuda::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType type = cuda_dtype(operands), c_type = cuda_dtype(dtype);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   if (g.batch == 1) {
     TG_CUBLAS_CHECK(cublasGemmEx_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type,
-                                    g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(), type, ldc,
+                                    g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(), c_type, ldc,
                                     compute, CUBLAS_GEMM_DEFAULT),
                     where);
   } else {
     TG_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(),
                                                   type, g.b.lead, g.b.batch_stride, g.a.tensor.data_ptr(), type,
-                                                  g.a.lead, g.a.batch_stride, &beta, g.out.data_ptr(), type, ldc,
+                                                  g.a.lead, g.a.batch_stride, &beta, g.out.data_ptr(), c_type, ldc,
                                                   stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT),
                     where);
   }
@@ -175,8 +178,25 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, doub
 
 }  // namespace
 
+// out (float32) = alpha * a @ b + beta * out with a and b converted to `products` on the device
+// first: one cuBLAS GEMM of 16-bit operands with f32 accumulation into an f32 C (tensor cores).
+void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products) {
+  TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2);
+  TG_CHECK(products == DType::BFloat16 || products == DType::Float16,
+           "mm: cuda's mixed-precision products are bfloat16 or float16, got ", products);
+  TG_CHECK(out.dtype() == DType::Float32, "mm: mixed-precision products write float32, got ", out.dtype());
+  cuda::DeviceGuard guard(out.device());
+  auto lowered = [&](const Tensor& t) {
+    Tensor low = backend::allocate_tensor(t.sizes(), products, t.device(), "mm");
+    if (low.numel() > 0) TG_KERNEL(t.device(), copy)(t.detach(), low);
+    return low;
+  };
+  matmul_into(lowered(a), lowered(b), out, alpha, beta, "mm");
+}
+
 void register_blas(backend::KernelTable& table) {
   table.gemm = gemm;
+  table.gemm_mixed = gemm_mixed;
   table.bmm = bmm;
 }
 

@@ -21,9 +21,11 @@ State& state(DeviceKind kind) {
 }  // namespace
 
 AutocastGuard::AutocastGuard(const Device& device, DType dtype, bool enabled) : kind_(device.kind()) {
-  TG_CHECK(!enabled || device.is_cpu(), "AutocastGuard: autocast on ", device_kind_name(device.kind()),
-           " is not implemented yet (only the CPU, with bfloat16)");
-  TG_CHECK(!enabled || dtype == kBFloat16, "AutocastGuard: autocast on the CPU runs in bfloat16, got ", dtype);
+  if (enabled && device.is_cpu())
+    TG_CHECK(dtype == kBFloat16, "AutocastGuard: autocast on the CPU runs in bfloat16, got ", dtype);
+  if (enabled && device.is_cuda())
+    TG_CHECK(dtype == kBFloat16 || dtype == kFloat16, "AutocastGuard: autocast on cuda runs in bfloat16 or float16, got ",
+             dtype);
   State& s = state(kind_);
   saved_enabled_ = s.enabled;
   saved_dtype_ = s.dtype;

@@ -22,7 +22,7 @@ void register_cpu_backend() {
   t.reduce = cpu::reduce;
   t.reduce_with_index = cpu::reduce_with_index;
   t.gemm = cpu::gemm;
-  t.gemm_bf16 = cpu::gemm_bf16;
+  t.gemm_mixed = cpu::gemm_mixed;
   t.bmm = cpu::bmm;
   t.softmax = cpu::softmax;
   t.softmax_backward = cpu::softmax_backward;

@@ -37,7 +37,7 @@ void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const
 
 // gemm.cpp
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
-void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
+void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products);
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
 
 // softmax.cpp

@@ -276,8 +276,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
 
 // gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
 // which costs k x m against the product's n x k x m.
-void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  TG_CHECK(products == kBFloat16, "mm: the CPU's mixed-precision products are bfloat16, got ", products);
   if (n == 0 || m == 0) return;
   TG_ASSERT(out.stride(1) == 1 || m == 1);
   TG_CHECK(a.dtype() == kFloat32 && b.dtype() == kFloat32 && out.dtype() == kFloat32,

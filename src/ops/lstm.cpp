@@ -91,7 +91,6 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   const Device device = x.device();
   const DType dtype = x.dtype();
   Tensor lens = checked_lengths(lengths, steps, batch, device);
-  auto gemm = TG_KERNEL(device, gemm);
   auto cell = TG_KERNEL(device, lstm_cell_forward);
 
   Tensor xs = x.detach().contiguous();
@@ -104,12 +103,13 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-  // Under autocast the recurrence's products run in bf16 (amp/autocast.h); the backend without a
-  // whole-recurrence kernel has no such products yet.
+  // Under autocast the products run in the low type (amp/autocast.h): in the whole-recurrence kernel
+  // where the backend has one, else in each GEMM below.
   const DType products = amp::product_dtype(device, dtype);
   auto forward_recurrence = backend::kernels(device).lstm_recurrence_forward;
-  TG_CHECK(products == dtype || forward_recurrence != nullptr, "lstm: autocast products on ", device.str(),
-           " are not implemented yet");
+  auto gemm = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+    gemm_as("lstm", products, a, b, out, alpha, beta);
+  };
   if (forward_recurrence != nullptr) {
     // [W_ih^T; W_hh^T], [I + H, 4H]: each step's gates are one product of [x_t, h_{t-1}] with it.
     Tensor w_t = cat({w_ih.detach().t(), w_hh.detach().t()}, 0);
@@ -171,7 +171,10 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              Tensor w_hh_ = sw_hh.get(), h_init_ = sh0.get();
              const Device dev = gates_.device();
              const DType dt = gates_.dtype();
-             auto gemm_ = gemm_kernel("lstm", dev, dt, products);  // the weight gradients' products too
+             // The weight gradients' products in the forward's precision too.
+             auto gemm_ = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+               gemm_as("lstm", products, a, b, out, alpha, beta);
+             };
              auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
              auto add_kernel = TG_KERNEL(dev, binary);
              auto copy_kernel = TG_KERNEL(dev, copy);

@@ -28,7 +28,7 @@ void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b, int
 
 // Backward's products in the precision that the forward chose, whatever autocast says when it runs.
 amp::AutocastGuard same_products(Device device, DType dtype, DType products) {
-  return amp::AutocastGuard(device, products == dtype ? kBFloat16 : products, products != dtype);
+  return amp::AutocastGuard(device, products == dtype ? amp::autocast_dtype(device.kind()) : products, products != dtype);
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("mm", a, b, 2);
   Tensor out = empty_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
   const DType products = amp::product_dtype(a.device(), a.dtype());
-  gemm_kernel("mm", a.device(), a.dtype(), products)(a, b, out, 1.0, 0.0);
+  gemm_as("mm", products, a, b, out, 1.0, 0.0);
   if (any_requires_grad({a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
@@ -77,7 +77,7 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
   Tensor out = empty_tensor(shape, a.dtype(), a.device());
   if (beta != 0.0 && out.numel() > 0) TG_KERNEL(a.device(), copy)(expand_raw(input.detach(), shape), out);
   const DType products = amp::product_dtype(a.device(), a.dtype());
-  gemm_kernel("addmm", a.device(), a.dtype(), products)(a, b, out, alpha, beta);  // accumulates onto the copy
+  gemm_as("addmm", products, a, b, out, alpha, beta);  // accumulates onto the copied input
   if (any_requires_grad({input, a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
@@ -177,7 +177,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     beta = 1.0;
   }
   const DType products = amp::product_dtype(device, x.dtype());
-  gemm_kernel("linear", device, x.dtype(), products)(x.detach(), weight.detach().t(), out, 1.0, beta);
+  gemm_as("linear", products, x.detach(), weight.detach().t(), out, 1.0, beta);
   if (any_requires_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
@@ -186,17 +186,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record("linear", {x, weight, bias}, {out}, [saved_x, saved_w, need_b, products](const std::vector<Tensor>& g) {
       const Tensor& grad = g[0];  // [n, out]
       const Device dev = grad.device();
-      const auto gemm = gemm_kernel("linear", dev, grad.dtype(), products);
       Tensor dx, dw, db;
       if (saved_w.defined()) {
         Tensor w = saved_w.get();
         dx = empty_tensor({grad.size(0), w.size(1)}, grad.dtype(), dev);
-        gemm(grad, w, dx, 1.0, 0.0);
+        gemm_as("linear", products, grad, w, dx, 1.0, 0.0);
       }
       if (saved_x.defined()) {
         Tensor xs = saved_x.get();
         dw = empty_tensor({grad.size(1), xs.size(1)}, grad.dtype(), dev);
-        gemm(grad.t(), xs, dw, 1.0, 0.0);
+        gemm_as("linear", products, grad.t(), xs, dw, 1.0, 0.0);
       }
       if (need_b) db = column_sum(grad);
       return std::vector<Tensor>{dx, dw, db};

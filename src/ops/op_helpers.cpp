@@ -92,12 +92,17 @@ Tensor expand_raw(const Tensor& t, const Shape& shape) {
 
 Tensor cast(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
 
-GemmKernel gemm_kernel(const char* op, Device device, DType dtype, DType products) {
-  if (products == dtype) return TG_KERNEL(device, gemm);
-  TG_CHECK(products == kBFloat16 && dtype == kFloat32, op, ": no ", products, " products for ", dtype, " tensors");
-  GemmKernel kernel = backend::kernels(device).gemm_bf16;
-  TG_CHECK(kernel != nullptr, op, ": autocast products on ", device.str(), " are not implemented yet");
-  return kernel;
+void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
+             double beta) {
+  const Device device = out.device();
+  if (products == a.dtype()) {
+    TG_KERNEL(device, gemm)(a, b, out, alpha, beta);
+    return;
+  }
+  TG_CHECK(a.dtype() == kFloat32, op, ": no ", products, " products for ", a.dtype(), " tensors");
+  auto mixed = backend::kernels(device).gemm_mixed;
+  TG_CHECK(mixed != nullptr, op, ": autocast products on ", device.str(), " are not implemented yet");
+  mixed(a, b, out, alpha, beta, products);
 }
 
 void check_inplace(const char* op, const Tensor& self, const Tensor& other) {

@@ -42,11 +42,11 @@ Tensor expand_raw(const Tensor& t, const Shape& shape);
 // t converted to dtype (t itself when it already has it); recorded by autograd.
 Tensor cast(const Tensor& t, DType dtype);
 
-// The gemm kernel of a product whose operands have `dtype` and whose products run in `products`
-// (amp::product_dtype, decided when the forward ran, so that backward's products match): gemm, or
-// under CPU autocast gemm_bf16 (bf16 operands, float32 sums).
-using GemmKernel = decltype(backend::KernelTable::gemm);
-GemmKernel gemm_kernel(const char* op, Device device, DType dtype, DType products);
+// out = alpha * a @ b + beta * out with the products in `products` (amp::product_dtype, decided
+// when the forward ran, so that backward's products match): the backend's gemm when that is a's
+// dtype, its gemm_mixed (low-precision operands, float32 sums) under autocast.
+void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
+             double beta);
 
 // Checks that writing into `self` in place is allowed under autograd.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other = Tensor());

@@ -10,7 +10,9 @@
 // it runs. Everything else (the LSTM's gates and cell state, softmax, losses, reductions, norms, the
 // optimiser) stays f32, as do the master weights and the gradients. Unlike PyTorch, whose autocast
 // returns bf16 tensors from such ops, the outputs are the f32 sums: the CPU's elementwise kernels
-// are f32 ones. CUDA autocast is not implemented yet: a guard for a CUDA device throws.
+// are f32 ones. On CUDA (bfloat16 or float16) the same ops lower their products to cuBLAS GEMMs of
+// bf16/f16 operands with f32 accumulation and f32 outputs; the cuDNN LSTM (LstmImplementation::
+// CuDNN) is not lowered.
 #pragma once
 
 #include "tapegrad/core/device.h"
@@ -20,8 +22,8 @@ namespace tapegrad::amp {
 
 class AutocastGuard {
  public:
-  // device: the device kind whose ops it affects (kCPU); dtype: the low-precision type (kBFloat16
-  // on the CPU). enabled = false turns autocast off inside the guard, as a nested
+  // device: the device kind whose ops it affects (kCPU or kCUDA, every GPU); dtype: the
+  // low-precision type (kBFloat16 on the CPU; kBFloat16 or kFloat16 on CUDA). enabled = false turns autocast off inside the guard, as a nested
   // torch.autocast(enabled=False) does.
   explicit AutocastGuard(const Device& device, DType dtype = kBFloat16, bool enabled = true);
   ~AutocastGuard();

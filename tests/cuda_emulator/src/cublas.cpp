@@ -113,8 +113,9 @@ struct Gemm {
   void* c;
   int64_t ldc, stride_c;
   int64_t batch;
-  cudaDataType type;
+  cudaDataType type;  // of C
   bool tf32;
+  cudaDataType ab_type;  // of A and B: C's, or 16-bit with a float C
 };
 
 // The bytes a column-major rows x cols matrix with leading dimension ld spans, batches included.
@@ -162,13 +163,13 @@ cublasStatus_t run_gemm(const Gemm& g) {
     return reject(CUBLAS_STATUS_INVALID_VALUE,
                   call + ": ldc " + std::to_string(g.ldc) + " < max(1, m = " + std::to_string(g.m) + ")");
   if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
-  const size_t elem = element_size(g.type);
+  const size_t elem = element_size(g.type), ab_elem = element_size(g.ab_type);
   const bool reads_ab = g.k > 0 && g.alpha != 0.0;
-  if (reads_ab && !inside_allocation(g.a, a_rows, a_cols, g.lda, g.stride_a, g.batch, elem, device))
+  if (reads_ab && !inside_allocation(g.a, a_rows, a_cols, g.lda, g.stride_a, g.batch, ab_elem, device))
     return reject(CUBLAS_STATUS_INVALID_VALUE,
                   call + ": " + matrix_text("A", a_rows, a_cols, g.lda, g.stride_a, g.batch) +
                       " does not lie inside one allocation of cuda:" + std::to_string(device));
-  if (reads_ab && !inside_allocation(g.b, b_rows, b_cols, g.ldb, g.stride_b, g.batch, elem, device))
+  if (reads_ab && !inside_allocation(g.b, b_rows, b_cols, g.ldb, g.stride_b, g.batch, ab_elem, device))
     return reject(CUBLAS_STATUS_INVALID_VALUE,
                   call + ": " + matrix_text("B", b_rows, b_cols, g.ldb, g.stride_b, g.batch) +
                       " does not lie inside one allocation of cuda:" + std::to_string(device));
@@ -189,13 +190,13 @@ cublasStatus_t run_gemm(const Gemm& g) {
         for (int64_t i = 0; i < w.m; ++i)
           for (int64_t p = 0; p < w.k; ++p) {
             const int64_t at = w.transa == CUBLAS_OP_N ? i + p * w.lda : p + i * w.lda;
-            double v = load(w.a, w.type, ao + at);
+            double v = load(w.a, w.ab_type, ao + at);
             ad[static_cast<size_t>(i * w.k + p)] = w.tf32 ? to_tf32(v) : v;
           }
         for (int64_t j = 0; j < w.n; ++j)
           for (int64_t p = 0; p < w.k; ++p) {
             const int64_t at = w.transb == CUBLAS_OP_N ? p + j * w.ldb : j + p * w.ldb;
-            double v = load(w.b, w.type, bo + at);
+            double v = load(w.b, w.ab_type, bo + at);
             bd[static_cast<size_t>(j * w.k + p)] = w.tf32 ? to_tf32(v) : v;
           }
       }
@@ -222,8 +223,14 @@ cublasStatus_t run_gemm(const Gemm& g) {
 
 cublasStatus_t check_types(const char* call, cudaDataType a, cudaDataType b, cudaDataType c,
                            cublasComputeType_t compute, cublasMath_t math, bool* tf32) {
-  if (a != b || b != c)
-    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) + ": A, B and C of different types are not emulated");
+  // cuBLAS's mixed combinations with a float C: 16F x 16F and 16BF x 16BF, computed in 32F.
+  const bool mixed = a == b && c == CUDA_R_32F && (a == CUDA_R_16F || a == CUDA_R_16BF);
+  if (mixed && compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC)
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) + ": 16-bit A and B with a float C need compute type 32F");
+  if (a != b || (b != c && !mixed))
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) + ": this combination of A, B and C types is not "
+                                                                   "supported (A and B must match; C too, or be float "
+                                                                   "with 16-bit A and B)");
   *tf32 = false;
   switch (compute) {
     case CUBLAS_COMPUTE_32F:
@@ -283,7 +290,8 @@ cublasStatus_t gemm_ex(const char* call, cublasHandle_t handle, cublasOperation_
                    strideC,
                    batchCount,
                    Ctype,
-                   tf32});
+                   tf32,
+                   Atype});
 }
 
 }  // namespace
@@ -429,7 +437,7 @@ cublasStatus_t cublasSgemm_64(cublasHandle_t handle, cublasOperation_t transa, c
     return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm: null alpha or beta");
   const bool tf32 = handles().count(handle) != 0 && handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
   return run_gemm({"cublasSgemm", handle, transa, transb, m, n, k,          *alpha, *beta, A, lda, 0, B,
-                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_32F, tf32});
+                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_32F, tf32, CUDA_R_32F});
 }
 
 cublasStatus_t cublasDgemm_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
@@ -438,7 +446,7 @@ cublasStatus_t cublasDgemm_64(cublasHandle_t handle, cublasOperation_t transa, c
   if (alpha == nullptr || beta == nullptr)
     return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasDgemm: null alpha or beta");
   return run_gemm({"cublasDgemm", handle, transa, transb, m, n, k,          *alpha, *beta, A, lda, 0, B,
-                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_64F, false});
+                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_64F, false, CUDA_R_64F});
 }
 
 cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -468,7 +476,8 @@ cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperati
                    strideC,
                    batchCount,
                    CUDA_R_64F,
-                   false});
+                   false,
+                   CUDA_R_64F});
 }
 
 cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
