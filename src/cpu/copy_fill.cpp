@@ -1,6 +1,7 @@
 // Copies with dtype conversion, fills, ranges and Philox random fills on the CPU.
 #include <cmath>
 
+#include "cpu/convert_16bit.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/strided_loop.h"
@@ -11,6 +12,7 @@ namespace tapegrad::cpu {
 
 // Overwrites dst.
 void copy(const Tensor& src, const Tensor& dst) {
+  if (copy_16bit_contiguous(src, dst)) return;  // mixed precision's casts, vectorised
   dispatch_all(dst.dtype(), "copy", [&](auto dst_tag) {
     using D = typename decltype(dst_tag)::type;
     dispatch_all(src.dtype(), "copy", [&](auto src_tag) {
