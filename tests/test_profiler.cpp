@@ -408,3 +408,22 @@ TEST(Profiler, BackwardEventNames) {
   EXPECT_TRUE(autograd.count("ReluBackward"));
   EXPECT_TRUE(autograd.count("AccumulateGrad"));
 }
+
+TEST(Profiler, OutputMemoryGoesToTheKernelThatFillsIt) {
+  Tensor x = randn({1000});
+  const int64_t block = static_cast<int64_t>(cpu::cpu_allocation_size(1000 * 4));
+  profiler::Profiler prof;
+  prof.start();
+  Tensor y;
+  {
+    profiler::Range r("forward");
+    y = relu(x);  // allocates y, then dispatches the relu kernel into it
+  }
+  prof.stop();
+  const auto* relu_event = find_event(prof.events(), "relu");
+  const auto* range = find_event(prof.events(), "forward");
+  ASSERT_TRUE(relu_event && range);
+  EXPECT_EQ(relu_event->self_allocated_bytes, block);
+  EXPECT_EQ(range->self_allocated_bytes, 0);  // moved, not counted twice
+  EXPECT_EQ(prof.key_averages().at("forward").total_memory_bytes, block);
+}

@@ -56,10 +56,15 @@ Session& session() {
   return *s;
 }
 
+// Note [output memory]: an op allocates its output just before it dispatches the kernel that
+// fills it, so bytes allocated since the thread's last event opened or closed move to the next
+// kernel event that opens at the same level (they were first counted to the enclosing event).
 struct ThreadState {
   int64_t session = -1;
   int thread = 0;
   std::vector<ProfilerEvent> stack;
+  int64_t pending_bytes = 0;
+  int64_t pending_owner = -1;  // the innermost event when they were allocated (-1: none)
 };
 thread_local ThreadState t_state;
 
@@ -71,6 +76,7 @@ ThreadState* thread_state() {
     t_state.session = id;
     t_state.thread = s.next_thread.fetch_add(1);
     t_state.stack.clear();
+    t_state.pending_bytes = 0;
   }
   return &t_state;
 }
@@ -96,6 +102,11 @@ int64_t open_event(std::string name, EventKind kind) {
   e.thread = t->thread;
   e.depth = static_cast<int>(t->stack.size());
   e.start_ns = steady_ns() - s.origin_ns;
+  if (kind == EventKind::Kernel && t->pending_bytes > 0 && t->pending_owner == e.parent) {
+    e.self_allocated_bytes += t->pending_bytes;  // Note [output memory]
+    if (!t->stack.empty()) t->stack.back().self_allocated_bytes -= t->pending_bytes;
+  }
+  t->pending_bytes = 0;
   t->stack.push_back(std::move(e));
   return t->stack.back().id;
 }
@@ -111,6 +122,7 @@ void close_event(int64_t token) {
   Session& s = session();
   ProfilerEvent e = std::move(t.stack.back());
   t.stack.pop_back();
+  t.pending_bytes = 0;
   e.end_ns = steady_ns() - s.origin_ns;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (g_active.load(std::memory_order_relaxed) && s.id.load(std::memory_order_relaxed) == t.session)
@@ -132,6 +144,12 @@ void note_memory_unchecked(Device device, int64_t delta) {
   if (!t->stack.empty()) {
     if (delta > 0) t->stack.back().self_allocated_bytes += delta;
     else t->stack.back().self_freed_bytes -= delta;
+  }
+  if (delta > 0) {
+    const int64_t owner = t->stack.empty() ? -1 : t->stack.back().id;
+    if (owner != t->pending_owner) t->pending_bytes = 0;
+    t->pending_owner = owner;
+    t->pending_bytes += delta;
   }
   const int64_t now = steady_ns() - s.origin_ns;
   std::lock_guard<std::mutex> lock(s.mutex);
