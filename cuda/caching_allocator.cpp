@@ -368,10 +368,10 @@ DataPtr CachingAllocator::allocate(size_t nbytes, Device device) {
   Block* block = cache->malloc(nbytes, current_stream(index));
   // The profiler's memory accounting counts what the statistics count: whole blocks.
   const int64_t size = static_cast<int64_t>(block->size);
-  if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), size);
-  return DataPtr{block->ptr, [cache, block, index, size](void*) {
+  if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), size, block->ptr);
+  return DataPtr{block->ptr, [cache, block, index, size](void* ptr) {
                    cache->free(block);
-                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), -size);
+                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), -size, ptr);
                  }};
 }
 

@@ -54,6 +54,8 @@ template <typename T>
 void describe(ProfilerEvent&, bool&, const T&) {}
 void describe(ProfilerEvent& e, bool& have_device, const Tensor& t) {
   if (!t.defined()) return;
+  if (profiler::detail::session_options().profile_memory && t.storage())
+    profiler::detail::claim_allocation(e.id, t.storage()->data());
   if (!have_device) {
     e.device = t.device();
     have_device = true;

@@ -34,8 +34,11 @@ void close_event(int64_t token);
 void add_cuda_timing(int64_t token, int device, const cuda::Event& start, const cuda::Event& end);
 
 // An allocator's hook: `delta` bytes (negative when freed) on `device`, as the allocator counts
-// them. Call outside the allocator's own lock.
-void note_memory(Device device, int64_t delta) noexcept;
+// them, for the block at `ptr`. Call outside the allocator's own lock.
+void note_memory(Device device, int64_t delta, const void* ptr) noexcept;
+// The kernel event `token` takes the block at `ptr` as an argument: if the block was allocated
+// just before, at the kernel's level, it counts to the kernel (Note [output memory]).
+void claim_allocation(int64_t token, const void* ptr);
 
 // An open event for the lifetime of the scope (nothing when no session runs).
 class EventScope {

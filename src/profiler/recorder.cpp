@@ -56,14 +56,19 @@ Session& session() {
   return *s;
 }
 
-// Note [output memory]: an op allocates its output just before it dispatches the kernel that
-// fills it, so bytes allocated since the thread's last event opened or closed move to the next
-// kernel event that opens at the same level (they were first counted to the enclosing event).
+// Note [output memory]: an op allocates its outputs before it dispatches the kernel that fills
+// them, so an allocation is first counted to the enclosing event and kept as pending; a kernel
+// dispatched at that level which takes the block as an argument claims it (claim_allocation).
+constexpr size_t kMaxPending = 64;
+struct PendingBlock {
+  const void* ptr;
+  int64_t bytes;
+};
 struct ThreadState {
   int64_t session = -1;
   int thread = 0;
   std::vector<ProfilerEvent> stack;
-  int64_t pending_bytes = 0;
+  std::vector<PendingBlock> pending;
   int64_t pending_owner = -1;  // the innermost event when they were allocated (-1: none)
 };
 thread_local ThreadState t_state;
@@ -76,7 +81,7 @@ ThreadState* thread_state() {
     t_state.session = id;
     t_state.thread = s.next_thread.fetch_add(1);
     t_state.stack.clear();
-    t_state.pending_bytes = 0;
+    t_state.pending.clear();
   }
   return &t_state;
 }
@@ -102,11 +107,6 @@ int64_t open_event(std::string name, EventKind kind) {
   e.thread = t->thread;
   e.depth = static_cast<int>(t->stack.size());
   e.start_ns = steady_ns() - s.origin_ns;
-  if (kind == EventKind::Kernel && t->pending_bytes > 0 && t->pending_owner == e.parent) {
-    e.self_allocated_bytes += t->pending_bytes;  // Note [output memory]
-    if (!t->stack.empty()) t->stack.back().self_allocated_bytes -= t->pending_bytes;
-  }
-  t->pending_bytes = 0;
   t->stack.push_back(std::move(e));
   return t->stack.back().id;
 }
@@ -122,7 +122,7 @@ void close_event(int64_t token) {
   Session& s = session();
   ProfilerEvent e = std::move(t.stack.back());
   t.stack.pop_back();
-  t.pending_bytes = 0;
+  if (t.pending_owner == e.id) t.pending.clear();
   e.end_ns = steady_ns() - s.origin_ns;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (g_active.load(std::memory_order_relaxed) && s.id.load(std::memory_order_relaxed) == t.session)
@@ -137,7 +137,7 @@ void add_cuda_timing(int64_t token, int device, const cuda::Event& start, const 
 
 namespace {
 
-void note_memory_unchecked(Device device, int64_t delta) {
+void note_memory_unchecked(Device device, int64_t delta, const void* ptr) {
   Session& s = session();
   if (!s.options.profile_memory) return;
   ThreadState* t = thread_state();
@@ -145,11 +145,20 @@ void note_memory_unchecked(Device device, int64_t delta) {
     if (delta > 0) t->stack.back().self_allocated_bytes += delta;
     else t->stack.back().self_freed_bytes -= delta;
   }
-  if (delta > 0) {
-    const int64_t owner = t->stack.empty() ? -1 : t->stack.back().id;
-    if (owner != t->pending_owner) t->pending_bytes = 0;
-    t->pending_owner = owner;
-    t->pending_bytes += delta;
+  if (ptr != nullptr) {
+    if (delta > 0) {
+      const int64_t owner = t->stack.empty() ? -1 : t->stack.back().id;
+      if (owner != t->pending_owner) t->pending.clear();
+      if (t->pending.size() == kMaxPending) t->pending.erase(t->pending.begin());
+      t->pending_owner = owner;
+      t->pending.push_back(PendingBlock{ptr, delta});
+    } else {
+      for (auto it = t->pending.begin(); it != t->pending.end(); ++it)
+        if (it->ptr == ptr) {
+          t->pending.erase(it);
+          break;
+        }
+    }
   }
   const int64_t now = steady_ns() - s.origin_ns;
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -171,12 +180,26 @@ void note_memory_unchecked(Device device, int64_t delta) {
 
 }  // namespace
 
-void note_memory(Device device, int64_t delta) noexcept {
+void note_memory(Device device, int64_t delta, const void* ptr) noexcept {
   if (!g_active.load(std::memory_order_acquire) || delta == 0) return;
   try {
-    note_memory_unchecked(device, delta);
+    note_memory_unchecked(device, delta, ptr);
   } catch (...) {
     // Called from deleters, which must not throw: a sample lost to a failed allocation is dropped.
+  }
+}
+
+void claim_allocation(int64_t token, const void* ptr) {
+  ThreadState& t = t_state;
+  if (ptr == nullptr || t.pending.empty() || t.stack.empty() || t.stack.back().id != token) return;
+  ProfilerEvent& e = t.stack.back();
+  if (t.pending_owner != e.parent) return;
+  for (auto it = t.pending.begin(); it != t.pending.end(); ++it) {
+    if (it->ptr != ptr) continue;
+    e.self_allocated_bytes += it->bytes;
+    if (t.stack.size() > 1) t.stack[t.stack.size() - 2].self_allocated_bytes -= it->bytes;
+    t.pending.erase(it);
+    return;
   }
 }
 
