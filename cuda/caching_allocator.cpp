@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "profiler/record.h"
 #include "runtime.h"
 
 namespace tapegrad::cuda_backend {
@@ -365,7 +366,13 @@ DataPtr CachingAllocator::allocate(size_t nbytes, Device device) {
   if (!enabled()) return allocate_uncached(nbytes, index);
   DeviceCache* cache = device_caches()[static_cast<size_t>(index)];
   Block* block = cache->malloc(nbytes, current_stream(index));
-  return DataPtr{block->ptr, [cache, block](void*) { cache->free(block); }};
+  // The profiler's memory accounting counts what the statistics count: whole blocks.
+  const int64_t size = static_cast<int64_t>(block->size);
+  if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), size, block->ptr);
+  return DataPtr{block->ptr, [cache, block, index, size](void* ptr) {
+                   cache->free(block);
+                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), -size, ptr);
+                 }};
 }
 
 cuda::MemoryStats CachingAllocator::stats(int device) {

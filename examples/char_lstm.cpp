@@ -13,6 +13,7 @@
 #include "char_lstm_model.h"
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "profile_cli.h"
 
 using namespace tapegrad;
 using examples::UsageError;
@@ -418,10 +419,12 @@ int main(int argc, char** argv) {
                        "Trains a character-level LSTM language model on text records; prints losses, validation "
                        "bits per character and characters/s. --sample generates text from a checkpoint.");
   add_options(cli);
+  examples::add_profile_options(cli);
   return examples::run_example("char_lstm", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const Options options = read_options(*parsed);
+    examples::ProfileSession profile(*parsed);
     const Device device = examples::pick_device((*parsed)["device"].as<std::string>());
     const std::string autocast = (*parsed)["autocast"].as<std::string>();
     TG_CHECK(autocast == "off" || autocast == "bf16", "char_lstm: --autocast must be off or bf16, got '", autocast,

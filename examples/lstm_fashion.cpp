@@ -1,6 +1,7 @@
 // lstm_fashion: Fashion-MNIST read row by row (28 steps of 28 pixels) by an LSTM(28, 128), then a
 // Linear(128, 10) on the last hidden state.
 #include "fashion_training.h"
+#include "profile_cli.h"
 
 using namespace tapegrad;
 
@@ -28,11 +29,13 @@ int main(int argc, char** argv) {
   cxxopts::Options cli("lstm_fashion", "Trains a row-by-row LSTM on Fashion-MNIST; prints loss, test accuracy and images/s.");
   // 2e-3 rather than the usual 1e-3: the recurrent model reaches 0.87 in 4 epochs instead of 6.
   examples::add_training_options(cli, "5", "2e-3");
+  examples::add_profile_options(cli);
   cli.add_options()("hidden", "LSTM hidden size (1 to 65536)", cxxopts::value<std::string>()->default_value("128"));
   return examples::run_example("lstm_fashion", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    examples::ProfileSession profile(args);
     RowLstmClassifier model(examples::int_flag(args, "hidden", 1, int64_t{1} << 16));
     return examples::train_fashion("lstm_fashion", model, args);
   });

@@ -8,6 +8,7 @@
 
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "profile_cli.h"
 
 using namespace tapegrad;
 
@@ -22,10 +23,12 @@ int main(int argc, char** argv) {
       "summary", "print the model's summary (layers, output shapes, parameters, memory) first")(
       "h,help", "this help");
   examples::add_metrics_options(cli);
+  examples::add_profile_options(cli);
   return examples::run_example("mlp_seed", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    examples::ProfileSession profile(args);
     const int batches = static_cast<int>(examples::int_flag(args, "batches", 1, 1'000'000'000));
     // The pool below holds 16 batches of 1000 floats each: its size is checked by the library.
     const int64_t batch_size = examples::int_flag(args, "batch-size", 1, int64_t{1} << 40);

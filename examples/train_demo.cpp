@@ -11,6 +11,7 @@
 
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "profile_cli.h"
 
 using namespace tapegrad;
 
@@ -21,9 +22,11 @@ int main(int argc, char** argv) {
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
       "h,help", "this help");
   examples::add_metrics_options(cli);
+  examples::add_profile_options(cli);
   return examples::run_example("train_demo", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
+    examples::ProfileSession profile(*parsed);
     const int steps = static_cast<int>(examples::int_flag(*parsed, "steps", 1, 1'000'000'000));
     std::unique_ptr<observe::MetricsLogger> metrics = examples::open_metrics(*parsed);
     const double lr = 0.5;

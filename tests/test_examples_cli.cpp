@@ -271,6 +271,22 @@ TEST_F(ExamplesCli, MetricsAndTensorBoardFiles) {
                  "cannot create the directory");
 }
 
+TEST_F(ExamplesCli, ProfileWritesATraceAndPrintsTheTable) {
+  const std::string trace = path("profile/demo.json");
+  fs::create_directories(path("profile"));
+  Outcome r = run("train_demo", "--steps 3 --profile " + trace + " --profile-sort calls --profile-rows 5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("profile (sorted by calls):"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# of Calls"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu memory: peak"), std::string::npos) << r.output;
+  std::ifstream in(trace);
+  nlohmann::json parsed = nlohmann::json::parse(in);
+  EXPECT_FALSE(parsed["traceEvents"].empty());
+  expect_usage_error("train_demo", "--steps 1 --profile " + path("missing/dir/t.json"), "--profile: cannot open");
+  expect_usage_error("train_demo", "--steps 1 --profile " + trace + " --profile-sort fast", "--profile-sort: 'fast'");
+  expect_usage_error("train_demo", "--steps 1 --profile " + trace + " --profile-rows -1", "--profile-rows");
+}
+
 TEST_F(ExamplesCli, FashionMetricsPerEpoch) {
   testing::write_fashion_folder(data(), 32, 10);
   const std::string jsonl = path("fashion.jsonl"), tb = path("tb");

@@ -55,4 +55,7 @@
 #include "tapegrad/ops/rnn.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/scheduler.h"
+#include "tapegrad/profiler/key_averages.h"
+#include "tapegrad/profiler/profiler.h"
+#include "tapegrad/profiler/range.h"
 #include "tapegrad/runtime.h"

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "autograd/anomaly_check.h"
+#include "profiler/record.h"
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/node.h"
@@ -159,7 +160,20 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
         impl->grad = impl->grad ? add(Tensor(impl->grad), g).impl_ptr() : g.clone().impl_ptr();
       }
     }
-    std::vector<Tensor> input_grads = node->apply(grads);
+    std::vector<Tensor> input_grads;
+    {
+      // The profiler's event for this node: the kernels it runs nest inside, and its sequence
+      // number and name tie it to the forward op that recorded it.
+      std::optional<profiler::detail::EventScope> profiled;
+      if (profiler::detail::active()) {
+        profiled.emplace(profiler::detail::backward_event_name(node->name()), profiler::EventKind::Autograd);
+        if (profiler::ProfilerEvent* e = profiled->data()) {
+          e->sequence_nr = static_cast<int64_t>(node->sequence_nr());
+          e->forward_op = node->name();
+        }
+      }
+      input_grads = node->apply(grads);
+    }
     grads.clear();  // the output gradients' memory can be reused by the nodes that follow
     if (anomaly_mode_enabled()) {
       for (size_t i = 0; i < input_grads.size(); ++i)

@@ -3,6 +3,8 @@
 
 #include <mutex>
 
+#include "profiler/record.h"
+
 namespace tapegrad::backend {
 
 namespace {
@@ -12,12 +14,18 @@ std::once_flag g_registered;
 
 KernelTable& mutable_kernels(DeviceKind kind) { return g_tables[static_cast<int>(kind)]; }
 
-const KernelTable& kernels(DeviceKind kind) {
+const KernelTable& registered_kernels(DeviceKind kind) {
   std::call_once(g_registered, [] {
     register_cpu_backend();
     register_cuda_backend();
   });
   return g_tables[static_cast<int>(kind)];
+}
+
+const KernelTable& kernels(DeviceKind kind) {
+  // The one branch a dispatch pays for the profiler.
+  if (profiler::detail::active()) return profiled_kernels(kind);
+  return registered_kernels(kind);
 }
 
 void missing_kernel(const char* kernel, DeviceKind kind) {

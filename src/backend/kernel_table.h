@@ -67,8 +67,12 @@ struct SlotStatus {
 };
 std::vector<SlotStatus> slot_status(const KernelTable& table);
 
-// The table of one device kind (both backends registered on first use).
+// The table of one device kind (both backends registered on first use). While a profiler runs,
+// this is a copy whose kernels record profiler events (profiler/profiled_kernels.cpp).
 const KernelTable& kernels(DeviceKind kind);
+// The registered table itself, never the profiled copy.
+const KernelTable& registered_kernels(DeviceKind kind);
+const KernelTable& profiled_kernels(DeviceKind kind);
 inline const KernelTable& kernels(Device device) { return kernels(device.kind()); }
 // Writable access for a backend's register function.
 KernelTable& mutable_kernels(DeviceKind kind);

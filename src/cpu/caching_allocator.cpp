@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler/record.h"
 #include "tapegrad/core/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -109,6 +110,7 @@ class CachingCpuAllocator : public Allocator {
       stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
     }
     if (ptr == nullptr) ptr = system_allocate(size, nbytes);
+    if (profiler::detail::active()) profiler::detail::note_memory(kCPU, static_cast<int64_t>(size), ptr);
     if (!caching) return DataPtr{ptr, [size](void* p) { instance_release(p, size); }};
     return DataPtr{ptr, [cls](void* p) { instance_cache(p, cls); }};
   }
@@ -116,6 +118,7 @@ class CachingCpuAllocator : public Allocator {
   // A block freed while caching was on: kept for reuse unless the cache is full or off by now.
   void cache(void* ptr, int cls) {
     const size_t size = class_bytes(cls);
+    if (profiler::detail::active()) profiler::detail::note_memory(kCPU, -static_cast<int64_t>(size), ptr);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.allocated_bytes -= size;
@@ -132,6 +135,7 @@ class CachingCpuAllocator : public Allocator {
 
   // A block handed out while caching was off goes straight back.
   void release(void* ptr, size_t size) {
+    if (profiler::detail::active()) profiler::detail::note_memory(kCPU, -static_cast<int64_t>(size), ptr);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.allocated_bytes -= size;

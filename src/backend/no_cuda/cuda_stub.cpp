@@ -84,3 +84,9 @@ void register_cuda_backend() {}
 }  // namespace backend
 
 }  // namespace tapegrad
+
+// No NVTX without the CUDA toolkit: profiler::Range records only profiler events.
+namespace tapegrad::profiler::detail {
+void nvtx_push(const char*) {}
+void nvtx_pop() {}
+}  // namespace tapegrad::profiler::detail

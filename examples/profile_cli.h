@@ -1,0 +1,87 @@
+// The examples' profiling flags: --profile FILE profiles the run from the point the session is
+// made to the end of main, writes a Chrome trace to FILE (open it in ui.perfetto.dev or
+// chrome://tracing) and prints the summary table, sorted by --profile-sort, --profile-rows long.
+// Keep the run short (--epochs 1 --limit N): every kernel of every step is one event.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "cli_values.h"
+#include "tapegrad/profiler/profiler.h"
+
+namespace examples {
+
+inline void add_profile_options(cxxopts::Options& cli) {
+  cli.add_options()("profile", "profile the run: write a Chrome trace to this file and print the summary table",
+                    cxxopts::value<std::string>()->default_value(""))(
+      "profile-sort", "sort the summary by self_cpu, cpu_total, cuda_total, calls or self_memory",
+      cxxopts::value<std::string>()->default_value("self_cpu"))(
+      "profile-rows", "rows of the summary table (0: all)", cxxopts::value<std::string>()->default_value("20"));
+}
+
+inline tapegrad::profiler::SortBy parse_profile_sort(const std::string& text) {
+  using tapegrad::profiler::SortBy;
+  if (text == "self_cpu") return SortBy::SelfCpu;
+  if (text == "cpu_total") return SortBy::CpuTotal;
+  if (text == "cuda_total") return SortBy::CudaTotal;
+  if (text == "calls") return SortBy::Calls;
+  if (text == "self_memory") return SortBy::SelfMemory;
+  throw UsageError("--profile-sort: '" + text + "' is not one of self_cpu, cpu_total, cuda_total, calls, self_memory");
+}
+
+// Profiles while it lives when --profile was given; does nothing otherwise.
+class ProfileSession {
+ public:
+  explicit ProfileSession(const cxxopts::ParseResult& args)
+      : path_(args["profile"].as<std::string>()),
+        sort_(parse_profile_sort(args["profile-sort"].as<std::string>())),
+        rows_(static_cast<size_t>(parse_int("profile-rows", args["profile-rows"].as<std::string>(), 0, 1 << 20))) {
+    if (path_.empty()) return;
+    // Fail now, not after the run, when the trace cannot be written.
+    if (!std::ofstream(path_, std::ios::binary | std::ios::trunc).is_open())
+      throw UsageError("--profile: cannot open '" + path_ + "' for writing");
+    profiler_ = std::make_unique<tapegrad::profiler::Profiler>(tapegrad::profiler::ProfilerOptions{}, true);
+  }
+
+  ~ProfileSession() {
+    if (!profiler_) return;
+    try {
+      profiler_->stop();
+      profiler_->export_chrome_trace(path_);
+      std::printf("\nprofile (sorted by %s):\n%s", sort_name(), profiler_->key_averages().table(sort_, rows_).c_str());
+      for (const auto& m : profiler_->device_memory())
+        std::printf("%s memory: peak %.2f MiB allocated (%.2f MiB at start)\n", m.device.str().c_str(),
+                    static_cast<double>(m.peak_allocated) / (1 << 20), static_cast<double>(m.allocated_at_start) / (1 << 20));
+      std::printf("trace: %s (%zu events; open in ui.perfetto.dev or chrome://tracing)\n", path_.c_str(),
+                  profiler_->events().size());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "--profile: %s\n", e.what());
+    }
+  }
+
+  ProfileSession(const ProfileSession&) = delete;
+  ProfileSession& operator=(const ProfileSession&) = delete;
+
+ private:
+  const char* sort_name() const {
+    switch (sort_) {
+      case tapegrad::profiler::SortBy::CpuTotal: return "cpu_total";
+      case tapegrad::profiler::SortBy::CudaTotal: return "cuda_total";
+      case tapegrad::profiler::SortBy::Calls: return "calls";
+      case tapegrad::profiler::SortBy::SelfMemory: return "self_memory";
+      default: return "self_cpu";
+    }
+  }
+
+  std::string path_;
+  tapegrad::profiler::SortBy sort_;
+  size_t rows_;
+  std::unique_ptr<tapegrad::profiler::Profiler> profiler_;
+};
+
+}  // namespace examples
