@@ -509,14 +509,14 @@ int main(int argc, char** argv) {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const Options options = read_options(*parsed);
-    const Device device = examples::pick_device((*parsed)["device"].as<std::string>());
+    const examples::DistributedRun run(*parsed);
+    const Device device = run.pick_device((*parsed)["device"].as<std::string>());
     const std::string autocast = (*parsed)["autocast"].as<std::string>();
     TG_CHECK(autocast == "off" || autocast == "bf16", "char_lstm: --autocast must be off or bf16, got '", autocast,
              "'");
     // Training and validation both run under it; the gradients and the weights stay float32.
     std::optional<amp::AutocastGuard> mixed_precision;
     if (autocast == "bf16") mixed_precision.emplace(device, kBFloat16);
-    const examples::DistributedRun run(*parsed);
     if (run.enabled() && options.sample > 0) throw UsageError("--distributed only applies to training, not --sample");
     return options.sample > 0 ? sample(options, device) : train(options, device, run);
   });

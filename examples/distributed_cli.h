@@ -12,6 +12,7 @@
 #include <cxxopts.hpp>
 
 #include "cli_values.h"
+#include "example_util.h"
 #include "metrics_cli.h"
 #include "tapegrad/distributed/ddp.h"
 #include "tapegrad/distributed/sampler.h"
@@ -79,6 +80,14 @@ class DistributedRun {
   std::vector<double> sum(std::vector<double> values) const { return reduce(std::move(values), false); }
   double sum(double value) const { return sum(std::vector<double>{value})[0]; }
   double max(double value) const { return reduce({value}, true)[0]; }
+
+  // --device: as examples::pick_device, except that "auto" and "cuda" (no index) give each process
+  // of a distributed job the GPU local_rank() % device_count(), one GPU per rank.
+  tapegrad::Device pick_device(const std::string& name) const {
+    const tapegrad::Device device = examples::pick_device(name);
+    if (!group_ || device.kind() != tapegrad::DeviceKind::CUDA || (name != "auto" && name != "cuda")) return device;
+    return tapegrad::Device(tapegrad::DeviceKind::CUDA, group_->local_rank() % tapegrad::cuda::device_count());
+  }
 
   // A DDP wrapper of `module` when distributed (it broadcasts rank 0's weights), else nothing.
   // `module` must outlive the wrapper; it need not be owned by a shared_ptr.

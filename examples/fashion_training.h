@@ -107,8 +107,8 @@ inline Evaluation evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Ten
 inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, const cxxopts::ParseResult& args) {
   using namespace tapegrad;
   const TrainingOptions options = read_training_options(args);
-  const Device device = pick_device(args["device"].as<std::string>());
   const DistributedRun run(args);
+  const Device device = run.pick_device(args["device"].as<std::string>());
   std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);

@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     // The pool below holds 16 batches of 1000 floats each: its size is checked by the library.
     const int64_t batch_size = examples::int_flag(args, "batch-size", 1, int64_t{1} << 40);
     const double lr = examples::real_flag(args, "lr", 0.0, 1e6, true);
-    const Device device = examples::pick_device(args["device"].as<std::string>());
     const examples::DistributedRun run(args);
+    const Device device = run.pick_device(args["device"].as<std::string>());
     std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{

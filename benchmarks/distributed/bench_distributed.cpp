@@ -136,9 +136,11 @@ void time_allreduce(const std::shared_ptr<distributed::ProcessGroup>& group) {
     }
     const double mpi = max_over_ranks(group.get(), bench::median(mpi_us));
     const double pg = max_over_ranks(group.get(), bench::median(group_us));
+    const double mpi_min = max_over_ranks(group.get(), *std::min_element(mpi_us.begin(), mpi_us.end()));
+    const double pg_min = max_over_ranks(group.get(), *std::min_element(group_us.begin(), group_us.end()));
     if (group->rank() == 0)
-      std::printf("allreduce,%lld,%d,%d,%.1f,%.1f,%.3f\n", static_cast<long long>(bytes), group->size(), iters, mpi, pg,
-                  double(bytes) / (mpi * 1e-6) / 1e9);
+      std::printf("allreduce,%lld,%d,%d,%.1f,%.1f,%.3f,%.1f,%.1f\n", static_cast<long long>(bytes), group->size(), iters,
+                  mpi, pg, double(bytes) / (mpi * 1e-6) / 1e9, mpi_min, pg_min);
     std::fflush(stdout);
   }
 }
@@ -168,7 +170,8 @@ int main(int argc, char** argv) {
       std::shared_ptr<distributed::ProcessGroup> group = distributed::init_process_group();
       if (args.count("header") && group->rank() == 0)
         std::printf("# model,name,global_batch,ranks,threads,mode,step_ms,examples_per_s,exposed_comm_ms,comm_busy_ms,"
-                    "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms\n# allreduce,bytes,ranks,iters,mpi_us,process_group_us,mpi_algbw_GBps\n");
+                    "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms\n# allreduce,bytes,ranks,iters,mpi_us,process_group_us,mpi_algbw_GBps,"
+                    "mpi_min_us,process_group_min_us\n");
       if (args.count("allreduce")) time_allreduce(group);
       std::stringstream models(args["models"].as<std::string>());
       for (std::string spec; std::getline(models, spec, ',');) {

@@ -24,7 +24,7 @@ for round in $(seq "$rounds"); do
   load
   "${launch[@]}" -np 2 -x OMP_NUM_THREADS=1 "$bench" --threads 1 --models "$models" --steps "$steps" --nosync | tee -a "$raw"
 done
-for round in $(seq 3); do
+for round in $(seq "$rounds"); do
   load
   "${launch[@]}" -np 2 -x OMP_NUM_THREADS=1 "$bench" --threads 1 --allreduce | tee -a "$raw"
 done
@@ -33,7 +33,7 @@ load
 # Medians over the rounds, per measurement.
 echo "# medians over the rounds"
 echo "# median,name,global_batch,ranks,threads,mode,step_ms,examples_per_s,exposed_comm_ms,comm_busy_ms,exposed_fraction,min_step_ms,forward_ms,backward_ms,optimizer_ms"
-echo "# median_allreduce,bytes,mpi_us,process_group_us"
+echo "# median_allreduce,bytes,mpi_us,process_group_us,mpi_min_us,process_group_min_us (medians of the runs' medians, least of their minima)"
 awk -F, '
   function median(list,   n, a, i, j, t) {
     n = split(list, a, " ")
@@ -43,10 +43,13 @@ awk -F, '
   $1 == "model" { k = $2 "," $3 "," $4 "," $5 "," $6; keys[k]; step[k] = step[k] " " $7; rate[k] = rate[k] " " $8;
                   exposed[k] = exposed[k] " " $9; busy[k] = busy[k] " " $10; frac[k] = frac[k] " " $11;
                   low[k] = low[k] " " $13; fwd[k] = fwd[k] " " $14; bwd[k] = bwd[k] " " $15; upd[k] = upd[k] " " $16 }
-  $1 == "allreduce" { k = $2; sizes[k]; mpi[k] = mpi[k] " " $5; pg[k] = pg[k] " " $6 }
+  function least(list,   n, a, i, m) { n = split(list, a, " "); m = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 < m + 0) m = a[i]; return m }
+  $1 == "allreduce" { k = $2; sizes[k]; mpi[k] = mpi[k] " " $5; pg[k] = pg[k] " " $6; mpimin[k] = mpimin[k] " " $8;
+                      pgmin[k] = pgmin[k] " " $9 }
   END {
     for (k in keys) printf "median,%s,%.2f,%.0f,%.2f,%.2f,%.3f,%.2f,%.2f,%.2f,%.2f\n", k, median(step[k]), median(rate[k]),
                            median(exposed[k]), median(busy[k]), median(frac[k]), median(low[k]), median(fwd[k]),
                            median(bwd[k]), median(upd[k])
-    for (k in sizes) printf "median_allreduce,%s,%.1f,%.1f\n", k, median(mpi[k]), median(pg[k])
+    for (k in sizes) printf "median_allreduce,%s,%.1f,%.1f,%.1f,%.1f\n", k, median(mpi[k]), median(pg[k]), least(mpimin[k]),
+                            least(pgmin[k])
   }' "$raw" | sort -t, -k1,1 -k2,2 -k2n -k4,4n
