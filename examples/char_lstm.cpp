@@ -287,8 +287,7 @@ void train_batch_shard(examples::CharModel& model, optim::Optimizer& opt, const 
   for (size_t k = 0; k < chunks.size(); ++k) {
     examples::CharModel::Output out = model.forward(chunks[k].input.to(device), h, c, chunks[k].lengths);
     const int64_t vocab = model.config().vocab;
-    const Tensor loss_sum =
-        cross_entropy(out.logits.view({-1, vocab}), chunks[k].target.to(device).view({-1}), summed);
+    const Tensor loss_sum = cross_entropy(out.logits.view({-1, vocab}), chunks[k].target.to(device).view({-1}), summed);
     const double weight = idle ? 0.0 : double(run.size()) / double(padding_stats(whole[k]).real);
     opt.zero_grad();
     (loss_sum * weight).backward();
@@ -423,13 +422,14 @@ int train(const Options& o, Device device, const examples::DistributedRun& run) 
   }
   schedule.set_epoch((start.epoch - 1) * per_epoch + start.batches_done);
 
-  std::printf("char_lstm on %s, %d threads: %" PRId64 " train / %" PRId64 " validation records (%" PRId64
-              " / %" PRId64 " characters to predict, record ends included), %" PRId64 " ids; embedding %" PRId64 ", %" PRId64
-              "-layer LSTM %" PRId64 ", batch %" PRId64 "%s, bptt %" PRId64 ", bucketing %s, %" PRId64 " batches/epoch\n",
+  std::printf("char_lstm on %s, %d threads: %" PRId64 " train / %" PRId64 " validation records (%" PRId64 " / %" PRId64
+              " characters to predict, record ends included), %" PRId64 " ids; embedding %" PRId64 ", %" PRId64
+              "-layer LSTM %" PRId64 ", batch %" PRId64 "%s, bptt %" PRId64 ", bucketing %s, %" PRId64
+              " batches/epoch\n",
               device.str().c_str(), get_num_threads(), train_set.size(), valid_set.size(),
               train_set.num_tokens() - train_set.size(), valid_set.num_tokens() - valid_set.size(), config.vocab,
-              config.embedding, config.layers, config.hidden, sampler_options.batch_size, run.describe().c_str(), o.bptt, o.bucketing ? "on" : "off",
-              per_epoch);
+              config.embedding, config.layers, config.hidden, sampler_options.batch_size, run.describe().c_str(),
+              o.bptt, o.bucketing ? "on" : "off", per_epoch);
   std::fflush(stdout);
 
   if (start.epoch > o.epochs)
@@ -450,8 +450,10 @@ int train(const Options& o, Device device, const examples::DistributedRun& run) 
     int64_t done = skip;
     examples::Stopwatch clock;
     for (const Example& batch : loader) {
-      if (run.enabled()) train_batch_shard(model, opt, batch, o.bptt, o.clip, device, totals, run);
-      else examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
+      if (run.enabled())
+        train_batch_shard(model, opt, batch, o.bptt, o.clip, device, totals, run);
+      else
+        examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
       schedule.step();
       ++done;
       progress.update(done - skip, totals.targets);
@@ -487,7 +489,8 @@ int train(const Options& o, Device device, const examples::DistributedRun& run) 
     std::fflush(stdout);
     log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, all, valid,
                 double(all.targets) / std::max(seconds, 1e-9), schedule.get_last_lr().front(), true);
-    if (!o.checkpoint.empty() && run.is_main()) save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
+    if (!o.checkpoint.empty() && run.is_main())
+      save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
     if (budget > 0 && trained_seconds >= budget && epoch < o.epochs) out_of_time = true;
     if (out_of_time)
       std::printf("stopped after %.1f minutes of training (--max-minutes) at batch %" PRId64 " of %" PRId64

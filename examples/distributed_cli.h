@@ -4,12 +4,11 @@
 #pragma once
 
 #include <cstdio>
+#include <cxxopts.hpp>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <cxxopts.hpp>
 
 #include "cli_values.h"
 #include "example_util.h"
@@ -55,8 +54,9 @@ class DistributedRun {
   explicit DistributedRun(const cxxopts::ParseResult& args) {
     if (!args.count("distributed")) return;
     if (!tapegrad::distributed::is_available())
-      throw UsageError("--distributed: this build has no MPI support (configure with -DTAPEGRAD_DISTRIBUTED=ON and "
-                       "an MPI installed, e.g. libopenmpi-dev)");
+      throw UsageError(
+          "--distributed: this build has no MPI support (configure with -DTAPEGRAD_DISTRIBUTED=ON and "
+          "an MPI installed, e.g. libopenmpi-dev)");
     group_ = tapegrad::distributed::init_process_group();
     if (group_->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
       throw tapegrad::Error("--distributed: rank " + std::to_string(group_->rank()) + " cannot silence stdout");
@@ -103,9 +103,7 @@ class DistributedRun {
     return std::make_unique<ShardBatchSampler>(dataset_size, batch_size, size(), rank(), seed);
   }
   // Rows [begin, end) of n that this rank takes when the ranks split n rows evenly (for evaluation).
-  std::pair<int64_t, int64_t> slice(int64_t n) const {
-    return {n * rank() / size(), n * (rank() + 1) / size()};
-  }
+  std::pair<int64_t, int64_t> slice(int64_t n) const { return {n * rank() / size(), n * (rank() + 1) / size()}; }
 
   // The metrics logger of --metrics / --metrics-csv / --tensorboard on rank 0, one that writes
   // nothing on the other ranks (so two processes never write one file).
@@ -115,7 +113,9 @@ class DistributedRun {
   }
 
   // " on N processes" for the banner line, "" on one.
-  std::string describe() const { return group_ ? " on " + std::to_string(size()) + (size() == 1 ? " process" : " processes") : ""; }
+  std::string describe() const {
+    return group_ ? " on " + std::to_string(size()) + (size() == 1 ? " process" : " processes") : "";
+  }
 
  private:
   std::vector<double> reduce(std::vector<double> values, bool max) const {

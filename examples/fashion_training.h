@@ -178,7 +178,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
       opt.step();
       const double value = loss.item();
       // Over all ranks, so that every rank stops at the same step instead of leaving the others waiting.
-      check_finite_loss(run.enabled() ? run.sum(value) : value, "epoch " + std::to_string(epoch) + " step " + std::to_string(steps + 1));
+      check_finite_loss(run.enabled() ? run.sum(value) : value,
+                        "epoch " + std::to_string(epoch) + " step " + std::to_string(steps + 1));
       loss_sum += value;
       images += batch.input.size(0);
       progress.update(++steps, images);
@@ -191,9 +192,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
       test = evaluate(model, test_set.images().narrow(0, first, end - first),
                       test_set.labels().narrow(0, first, end - first), device);
     // Sums over the ranks: the test slices weighted by their size, every rank's steps alike.
-    const std::vector<double> totals =
-        run.sum({test.accuracy * double(end - first), test.loss * double(end - first), loss_sum, double(steps),
-                 double(images)});
+    const std::vector<double> totals = run.sum({test.accuracy * double(end - first), test.loss * double(end - first),
+                                                loss_sum, double(steps), double(images)});
     const double n_test = static_cast<double>(test_set.images().size(0));
     test = {totals[0] / n_test, totals[1] / n_test};
     const double train_loss = totals[2] / totals[3], rate = totals[4] / seconds;

@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
         examples::check_finite_loss(value, "batch " + std::to_string(step));
         std::printf("batch %5d  loss %.4f\n", step, value);
         const double seconds = run.max(interval.seconds());  // the slowest rank sets the pace
-        metrics->log(step, {{"train/loss", value},
-                            {"lr", lr},
-                            {"throughput/examples_per_s", double(step - last_logged) * double(global_batch) / seconds}});
+        metrics->log(step,
+                     {{"train/loss", value},
+                      {"lr", lr},
+                      {"throughput/examples_per_s", double(step - last_logged) * double(global_batch) / seconds}});
         last_logged = step;
         interval = examples::Stopwatch();
       }

@@ -12,11 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cxxopts.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <cxxopts.hpp>
 
 #include "common/step_timer.h"
 #include "models/named_configs.h"
@@ -27,7 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // The largest of every rank's value: a job goes at its slowest rank's pace.
 double max_over_ranks(distributed::ProcessGroup* group, double value) {
@@ -40,10 +41,12 @@ double max_over_ranks(distributed::ProcessGroup* group, double value) {
 // One named configuration at a global batch: `steps` timed DDP steps after `warmup` untimed ones.
 // sync = false trains every rank on its own (no DDP): the compute the step would take without
 // communication, under the same sharing of the cores.
-void time_model(const std::string& spec, int steps, int warmup, bool sync, const std::shared_ptr<distributed::ProcessGroup>& group) {
+void time_model(const std::string& spec, int steps, int warmup, bool sync,
+                const std::shared_ptr<distributed::ProcessGroup>& group) {
   const size_t colon = spec.find(':');
   const bench::NamedConfig& config = bench::named_config(spec.substr(0, colon));
-  const int64_t global_batch = colon == std::string::npos ? config.batch_sizes.front() : std::stoll(spec.substr(colon + 1));
+  const int64_t global_batch =
+      colon == std::string::npos ? config.batch_sizes.front() : std::stoll(spec.substr(colon + 1));
   const int ranks = group ? group->size() : 1;
   TG_CHECK(global_batch % ranks == 0, "bench_distributed: batch ", global_batch, " of ", spec, " does not split over ",
            ranks, " ranks");
@@ -107,10 +110,12 @@ void time_model(const std::string& spec, int steps, int warmup, bool sync, const
   const int buckets = ddp ? int(ddp->bucket_parameter_names().size()) : 0;
   if (!group || group->rank() == 0)
     std::printf("model,%s,%lld,%d,%d,%s,%.3f,%.1f,%.3f,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f\n", config.name.c_str(),
-                static_cast<long long>(global_batch), ranks, get_num_threads(), reduce ? "ddp" : sync ? "single" : "nosync",
-                median_ms,
-                double(global_batch) * steps / total_s, exposed, busy, median_ms > 0 ? exposed / median_ms : 0.0, buckets,
-                min_ms, fwd, bwd, upd);
+                static_cast<long long>(global_batch), ranks, get_num_threads(),
+                reduce ? "ddp"
+                : sync ? "single"
+                       : "nosync",
+                median_ms, double(global_batch) * steps / total_s, exposed, busy,
+                median_ms > 0 ? exposed / median_ms : 0.0, buckets, min_ms, fwd, bwd, upd);
   std::fflush(stdout);
 }
 
@@ -139,8 +144,8 @@ void time_allreduce(const std::shared_ptr<distributed::ProcessGroup>& group) {
     const double mpi_min = max_over_ranks(group.get(), *std::min_element(mpi_us.begin(), mpi_us.end()));
     const double pg_min = max_over_ranks(group.get(), *std::min_element(group_us.begin(), group_us.end()));
     if (group->rank() == 0)
-      std::printf("allreduce,%lld,%d,%d,%.1f,%.1f,%.3f,%.1f,%.1f\n", static_cast<long long>(bytes), group->size(), iters,
-                  mpi, pg, double(bytes) / (mpi * 1e-6) / 1e9, mpi_min, pg_min);
+      std::printf("allreduce,%lld,%d,%d,%.1f,%.1f,%.3f,%.1f,%.1f\n", static_cast<long long>(bytes), group->size(),
+                  iters, mpi, pg, double(bytes) / (mpi * 1e-6) / 1e9, mpi_min, pg_min);
     std::fflush(stdout);
   }
 }
@@ -148,13 +153,16 @@ void time_allreduce(const std::shared_ptr<distributed::ProcessGroup>& group) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options cli("bench_distributed", "Times DDP training steps and all-reduce under mpirun (see the file's head).");
-  cli.add_options()("models", "comma-separated name[:global batch] list", cxxopts::value<std::string>()->default_value(""))(
-      "allreduce", "time all-reduce at 4 KiB to 64 MiB")("steps", "timed steps per model", cxxopts::value<int>()->default_value("30"))(
+  cxxopts::Options cli("bench_distributed",
+                       "Times DDP training steps and all-reduce under mpirun (see the file's head).");
+  cli.add_options()("models", "comma-separated name[:global batch] list",
+                    cxxopts::value<std::string>()->default_value(""))(
+      "allreduce", "time all-reduce at 4 KiB to 64 MiB")("steps", "timed steps per model",
+                                                         cxxopts::value<int>()->default_value("30"))(
       "warmup", "untimed steps first", cxxopts::value<int>()->default_value("3"))(
-      "nosync", "also time the steps without DDP (compute alone)")("threads", "CPU threads per rank",
-                                                                  cxxopts::value<int>()->default_value("1"))(
-      "header", "print the CSV headers")("h,help", "this help");
+      "nosync", "also time the steps without DDP (compute alone)")(
+      "threads", "CPU threads per rank", cxxopts::value<int>()->default_value("1"))("header", "print the CSV headers")(
+      "h,help", "this help");
   try {
     const cxxopts::ParseResult args = cli.parse(argc, argv);
     if (args.count("help")) {
@@ -169,15 +177,18 @@ int main(int argc, char** argv) {
     {
       std::shared_ptr<distributed::ProcessGroup> group = distributed::init_process_group();
       if (args.count("header") && group->rank() == 0)
-        std::printf("# model,name,global_batch,ranks,threads,mode,step_ms,examples_per_s,exposed_comm_ms,comm_busy_ms,"
-                    "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms\n# allreduce,bytes,ranks,iters,mpi_us,process_group_us,mpi_algbw_GBps,"
-                    "mpi_min_us,process_group_min_us\n");
+        std::printf(
+            "# model,name,global_batch,ranks,threads,mode,step_ms,examples_per_s,exposed_comm_ms,comm_busy_ms,"
+            "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms\n# "
+            "allreduce,bytes,ranks,iters,mpi_us,process_group_us,mpi_algbw_GBps,"
+            "mpi_min_us,process_group_min_us\n");
       if (args.count("allreduce")) time_allreduce(group);
       std::stringstream models(args["models"].as<std::string>());
       for (std::string spec; std::getline(models, spec, ',');) {
         if (spec.empty()) continue;
         time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), true, group);
-        if (args.count("nosync") && group->size() > 1) time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), false, group);
+        if (args.count("nosync") && group->size() > 1)
+          time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), false, group);
       }
       group.reset();
       distributed::destroy_process_group();
