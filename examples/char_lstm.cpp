@@ -3,7 +3,8 @@
 // BPTT, Adam, gradient clipping and a warm-up + cosine learning rate; per epoch it prints train
 // loss, validation loss and bits per character, characters/s and the padding share. --sample
 // generates text from a checkpoint. --metrics / --tensorboard log the same numbers (and the mean
-// gradient norm before clipping) per epoch and at every --eval-every line.
+// gradient norm before clipping) per epoch and at every --eval-every line. --distributed: DDP
+// over an MPI job, each rank training on its share of the records of every batch.
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "char_lstm_model.h"
+#include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
 #include "profile_cli.h"
@@ -55,6 +57,7 @@ void add_options(cxxopts::Options& cli) {
       ("prime", "text the generated characters continue", text(""))
       ("h,help", "this help");
   examples::add_metrics_options(cli);
+  examples::add_distributed_options(cli);
 }
 
 struct Options {
@@ -261,12 +264,89 @@ class SkipBatches : public BatchSampler {
   int64_t skip_;
 };
 
-int train(const Options& o, Device device) {
+// --distributed. Every rank collates the same global batch (batch-size x ranks records) and takes
+// the records rank, rank + N, ...: its share keeps the batch's length, so every rank cuts the same
+// number of BPTT chunks and makes the same DDP all-reduces. Each chunk's loss is this rank's sum
+// over its targets, scaled so that DDP's average over the ranks is the mean over the whole batch's
+// targets: the gradient one process would take on the whole batch.
+void train_batch_shard(examples::CharModel& model, optim::Optimizer& opt, const Example& batch, int64_t bptt,
+                       double max_norm, Device device, examples::TrainTotals& totals,
+                       const examples::DistributedRun& run) {
+  const int64_t records = batch.input.size(1);
+  // A last batch of fewer records than ranks: the ranks left over repeat a record at weight 0.
+  const bool idle = run.rank() >= records;
+  std::vector<int64_t> columns;
+  for (int64_t c = std::min<int64_t>(run.rank(), records - 1); c < records; c += run.size()) columns.push_back(c);
+  const Tensor index = tensor(columns, {int64_t(columns.size())});
+  const Example mine{index_select(batch.input, 1, index), index_select(batch.target, 1, index),
+                     index_select(batch.lengths, 0, index)};
+  const std::vector<Example> chunks = split_bptt(mine, bptt), whole = split_bptt(batch, bptt);
+  if (!idle) totals.padding += padding_stats(mine);
+  CrossEntropyOptions summed;
+  summed.reduction = Reduction::Sum;
+  Tensor h, c;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    examples::CharModel::Output out = model.forward(chunks[k].input.to(device), h, c, chunks[k].lengths);
+    const int64_t vocab = model.config().vocab;
+    const Tensor loss_sum = cross_entropy(out.logits.view({-1, vocab}), chunks[k].target.to(device).view({-1}), summed);
+    const double weight = idle ? 0.0 : double(run.size()) / double(padding_stats(whole[k]).real);
+    opt.zero_grad();
+    (loss_sum * weight).backward();
+    if (max_norm > 0) {
+      totals.grad_norm_sum += nn::utils::clip_grad_norm_(opt.params(), max_norm).item();
+      ++totals.grad_norms;
+    }
+    opt.step();
+    const double value = idle ? 0.0 : loss_sum.item();
+    // Over all ranks, so that they all stop at the same chunk.
+    if (const double all = run.sum(value); !std::isfinite(all))
+      throw Error("the training loss became " + std::to_string(all) + " after " + std::to_string(totals.steps + 1) +
+                  " steps; stopping (a lower --lr or --clip may help)");
+    if (!idle) {
+      totals.loss_sum += value;
+      totals.targets += padding_stats(chunks[k]).real;
+    }
+    ++totals.steps;
+    h = out.h_n.detach();
+    c = out.c_n.detach();
+  }
+}
+
+// The totals of all ranks (the gradient norms are the same on every rank).
+examples::TrainTotals all_ranks(const examples::TrainTotals& mine, const examples::DistributedRun& run) {
+  if (!run.enabled()) return mine;
+  const std::vector<double> sums =
+      run.sum({mine.loss_sum, double(mine.targets), double(mine.padding.real), double(mine.padding.padded)});
+  examples::TrainTotals all = mine;
+  all.loss_sum = sums[0];
+  all.targets = int64_t(sums[1]);
+  all.padding.real = int64_t(sums[2]);
+  all.padding.padded = int64_t(sums[3]);
+  return all;
+}
+
+// Validation loss (nats per character): each rank evaluates the records rank, rank + N, ...
+double evaluate_all_ranks(examples::CharModel& model, const TextDataset& data, int64_t batch_size, int64_t bptt,
+                          Device device, const examples::DistributedRun& run) {
+  if (!run.enabled()) return examples::evaluate_nats(model, data, batch_size, bptt, device);
+  std::vector<std::vector<int64_t>> records;
+  for (int64_t i = run.rank(); i < data.size(); i += run.size()) records.push_back(data.record(i));
+  double loss_sum = 0, targets = 0;
+  if (!records.empty()) {
+    const TextDataset mine(std::move(records), data.collate_options());
+    targets = double(mine.num_tokens() - mine.size());  // every id but the first of each record
+    loss_sum = examples::evaluate_nats(model, mine, batch_size, bptt, device) * targets;
+  }
+  const std::vector<double> sums = run.sum({loss_sum, targets});
+  return sums[0] / sums[1];
+}
+
+int train(const Options& o, Device device, const examples::DistributedRun& run) {
   observe::MetricsLoggerOptions metrics_options;
   metrics_options.jsonl = o.metrics;
   metrics_options.csv = o.metrics_csv;
   metrics_options.tensorboard_dir = o.tensorboard;
-  observe::MetricsLogger metrics(metrics_options);
+  observe::MetricsLogger metrics(run.is_main() ? metrics_options : observe::MetricsLoggerOptions{});
   TextCorpusOptions corpus_options;
   corpus_options.valid_fraction = o.valid_fraction;
   corpus_options.seed = o.seed;
@@ -300,6 +380,7 @@ int train(const Options& o, Device device) {
 
   examples::CharModel model(config);
   model.to(device);
+  const auto ddp = run.wrap(model);  // rank 0's weights everywhere; a resume below loads the same on all
   // Two parameter groups: the L2 penalty applies to the weight matrices only, as is usual.
   std::vector<Tensor> decayed, plain;
   for (auto& [name, t] : model.named_parameters())
@@ -308,7 +389,7 @@ int train(const Options& o, Device device) {
                   optim::AdamOptions(o.lr));
 
   BucketBatchSamplerOptions sampler_options;
-  sampler_options.batch_size = o.batch_size;
+  sampler_options.batch_size = o.batch_size * run.size();  // the global batch
   sampler_options.bucketing = o.bucketing;
   sampler_options.batches_per_bucket = o.batches_per_bucket;
   sampler_options.seed = o.seed;
@@ -342,13 +423,14 @@ int train(const Options& o, Device device) {
   }
   schedule.set_epoch((start.epoch - 1) * per_epoch + start.batches_done);
 
-  std::printf("char_lstm on %s, %d threads: %" PRId64 " train / %" PRId64 " validation records (%" PRId64
-              " / %" PRId64 " characters to predict, record ends included), %" PRId64 " ids; embedding %" PRId64 ", %" PRId64
-              "-layer LSTM %" PRId64 ", batch %" PRId64 ", bptt %" PRId64 ", bucketing %s, %" PRId64 " batches/epoch\n",
+  std::printf("char_lstm on %s, %d threads: %" PRId64 " train / %" PRId64 " validation records (%" PRId64 " / %" PRId64
+              " characters to predict, record ends included), %" PRId64 " ids; embedding %" PRId64 ", %" PRId64
+              "-layer LSTM %" PRId64 ", batch %" PRId64 "%s, bptt %" PRId64 ", bucketing %s, %" PRId64
+              " batches/epoch\n",
               device.str().c_str(), get_num_threads(), train_set.size(), valid_set.size(),
               train_set.num_tokens() - train_set.size(), valid_set.num_tokens() - valid_set.size(), config.vocab,
-              config.embedding, config.layers, config.hidden, o.batch_size, o.bptt, o.bucketing ? "on" : "off",
-              per_epoch);
+              config.embedding, config.layers, config.hidden, sampler_options.batch_size, run.describe().c_str(),
+              o.bptt, o.bucketing ? "on" : "off", per_epoch);
   std::fflush(stdout);
 
   if (start.epoch > o.epochs)
@@ -369,39 +451,47 @@ int train(const Options& o, Device device) {
     int64_t done = skip;
     examples::Stopwatch clock;
     for (const Example& batch : loader) {
-      examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
+      if (run.enabled())
+        train_batch_shard(model, opt, batch, o.bptt, o.clip, device, totals, run);
+      else
+        examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
       schedule.step();
       ++done;
       progress.update(done - skip, totals.targets);
       if (o.eval_every > 0 && done % o.eval_every == 0 && done < per_epoch) {
         seconds += clock.seconds();
         progress.finish();
-        const double valid = examples::evaluate_nats(model, valid_set, eval_batch, o.bptt, device);
+        const double valid = evaluate_all_ranks(model, valid_set, eval_batch, o.bptt, device, run);
+        const examples::TrainTotals all = all_ranks(totals, run);
+        const double pace = run.max(seconds);
         std::printf("epoch %2" PRId64 " batch %6" PRId64 "  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s\n",
-                    epoch, done, totals.mean_loss(), valid, examples::bits(valid), double(totals.targets) / seconds);
+                    epoch, done, all.mean_loss(), valid, examples::bits(valid), double(all.targets) / pace);
         std::fflush(stdout);
-        log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, totals, valid, double(totals.targets) / seconds,
+        log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, all, valid, double(all.targets) / pace,
                     schedule.get_last_lr().front(), false);
         clock = examples::Stopwatch();
       }
-      if (budget > 0 && trained_seconds + seconds + clock.seconds() >= budget && done < per_epoch) {
+      // The slowest rank's clock, so that all ranks stop after the same batch.
+      if (budget > 0 && run.max(trained_seconds + seconds + clock.seconds()) >= budget && done < per_epoch) {
         out_of_time = true;
         break;
       }
     }
-    seconds += clock.seconds();
+    seconds = run.max(seconds + clock.seconds());
     trained_seconds += seconds;
     progress.finish();
-    const double valid = examples::evaluate_nats(model, valid_set, eval_batch, o.bptt, device);
+    const double valid = evaluate_all_ranks(model, valid_set, eval_batch, o.bptt, device, run);
+    const examples::TrainTotals all = all_ranks(totals, run);
     std::printf("epoch %2" PRId64 "%s  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s  padding %.1f%%  "
                 "lr %.2e  %.0f s\n",
-                epoch, out_of_time ? " (partial)" : "", totals.mean_loss(), valid, examples::bits(valid),
-                double(totals.targets) / std::max(seconds, 1e-9), 100 * totals.padding.padding_share(),
+                epoch, out_of_time ? " (partial)" : "", all.mean_loss(), valid, examples::bits(valid),
+                double(all.targets) / std::max(seconds, 1e-9), 100 * all.padding.padding_share(),
                 schedule.get_last_lr().front(), seconds);
     std::fflush(stdout);
-    log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, totals, valid,
-                double(totals.targets) / std::max(seconds, 1e-9), schedule.get_last_lr().front(), true);
-    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
+    log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, all, valid,
+                double(all.targets) / std::max(seconds, 1e-9), schedule.get_last_lr().front(), true);
+    if (!o.checkpoint.empty() && run.is_main())
+      save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
     if (budget > 0 && trained_seconds >= budget && epoch < o.epochs) out_of_time = true;
     if (out_of_time)
       std::printf("stopped after %.1f minutes of training (--max-minutes) at batch %" PRId64 " of %" PRId64
@@ -425,13 +515,15 @@ int main(int argc, char** argv) {
     if (!parsed) return 0;
     const Options options = read_options(*parsed);
     examples::ProfileSession profile(*parsed);
-    const Device device = examples::pick_device((*parsed)["device"].as<std::string>());
+    const examples::DistributedRun run(*parsed);
+    const Device device = run.pick_device((*parsed)["device"].as<std::string>());
     const std::string autocast = (*parsed)["autocast"].as<std::string>();
     TG_CHECK(autocast == "off" || autocast == "bf16", "char_lstm: --autocast must be off or bf16, got '", autocast,
              "'");
     // Training and validation both run under it; the gradients and the weights stay float32.
     std::optional<amp::AutocastGuard> mixed_precision;
     if (autocast == "bf16") mixed_precision.emplace(device, kBFloat16);
-    return options.sample > 0 ? sample(options, device) : train(options, device);
+    if (run.enabled() && options.sample > 0) throw UsageError("--distributed only applies to training, not --sample");
+    return options.sample > 0 ? sample(options, device) : train(options, device, run);
   });
 }

@@ -1,7 +1,9 @@
 // The training loop shared by mlp_fashion and lstm_fashion: Adam on Fashion-MNIST with per-epoch
 // train loss, test accuracy and images/s (also logged with --metrics / --tensorboard, with the
 // test loss), a progress bar on a terminal, and safetensors checkpoints (model, optimiser state
-// and epoch) that a later run can --resume from.
+// and epoch) that a later run can --resume from. With --distributed, DDP over the MPI job: each
+// rank trains on its DistributedSampler shard and evaluates a slice of the test set; the printed
+// and logged numbers are over all ranks, and rank 0 alone writes them and the checkpoints.
 #pragma once
 
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include <cxxopts.hpp>
 
+#include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
 
@@ -31,6 +34,7 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
       "then not an exact continuation)")(
       "summary", "print the model's summary (layers, output shapes, parameters, memory) first")("h,help", "this help");
   add_metrics_options(cli);
+  add_distributed_options(cli);
 }
 
 // The training options, read and range-checked once.
@@ -103,8 +107,9 @@ inline Evaluation evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Ten
 inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, const cxxopts::ParseResult& args) {
   using namespace tapegrad;
   const TrainingOptions options = read_training_options(args);
-  const Device device = pick_device(args["device"].as<std::string>());
-  std::unique_ptr<observe::MetricsLogger> metrics = open_metrics(args);
+  const DistributedRun run(args);
+  const Device device = run.pick_device(args["device"].as<std::string>());
+  std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
   Tensor train_images = train_set.images(), train_labels = train_set.labels();
@@ -119,7 +124,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   loader_options.batch_size = options.batch_size;
   loader_options.shuffle = true;
   loader_options.seed = options.seed;
-  DataLoader loader(dataset, loader_options);
+  const std::unique_ptr<BatchSampler> shard = run.shard(dataset.size(), options.batch_size, options.seed);
+  DataLoader loader = shard ? DataLoader(dataset, *shard) : DataLoader(dataset, loader_options);
 
   optim::Adam opt(model.parameters(), optim::AdamOptions(options.lr));
   nn::CrossEntropyLoss loss_fn;
@@ -151,9 +157,11 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     const int64_t batch = std::min<int64_t>(options.batch_size, train_images.size(0));
     std::printf("%s", nn::summary(model, train_images.narrow(0, 0, batch).to(device), summary_options).table.c_str());
   }
-  std::printf("%s on %s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
-              get_num_threads(), static_cast<long long>(train_images.size(0)),
-              static_cast<long long>(loader_options.batch_size));
+  // After --resume, so that DDP's broadcast of rank 0's weights is a formality.
+  const auto ddp = run.wrap(model);
+  std::printf("%s on %s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
+              run.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
+              static_cast<long long>(loader_options.batch_size * run.size()));
 
   int64_t global_step = (first_epoch - 1) * static_cast<int64_t>(loader.size());  // optimiser steps so far
   for (int64_t epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -163,20 +171,32 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     double loss_sum = 0;
     int64_t steps = 0, images = 0;
     for (const Example& batch : loader) {
-      Tensor loss = loss_fn(model.forward(batch.input.to(device)), batch.target.to(device));
+      const Tensor input = batch.input.to(device);
+      Tensor loss = loss_fn(ddp ? ddp->forward(input) : model.forward(input), batch.target.to(device));
       opt.zero_grad();
       loss.backward();
       opt.step();
       const double value = loss.item();
-      check_finite_loss(value, "epoch " + std::to_string(epoch) + " step " + std::to_string(steps + 1));
+      // Over all ranks, so that every rank stops at the same step instead of leaving the others waiting.
+      check_finite_loss(run.enabled() ? run.sum(value) : value,
+                        "epoch " + std::to_string(epoch) + " step " + std::to_string(steps + 1));
       loss_sum += value;
       images += batch.input.size(0);
       progress.update(++steps, images);
     }
     progress.finish();
-    double seconds = clock.seconds();
-    const Evaluation test = evaluate(model, test_set.images(), test_set.labels(), device);
-    const double train_loss = loss_sum / static_cast<double>(steps), rate = static_cast<double>(images) / seconds;
+    const double seconds = run.max(clock.seconds());  // the slowest rank sets the pace
+    const auto [first, end] = run.slice(test_set.images().size(0));
+    Evaluation test{0, 0};
+    if (end > first)
+      test = evaluate(model, test_set.images().narrow(0, first, end - first),
+                      test_set.labels().narrow(0, first, end - first), device);
+    // Sums over the ranks: the test slices weighted by their size, every rank's steps alike.
+    const std::vector<double> totals = run.sum({test.accuracy * double(end - first), test.loss * double(end - first),
+                                                loss_sum, double(steps), double(images)});
+    const double n_test = static_cast<double>(test_set.images().size(0));
+    test = {totals[0] / n_test, totals[1] / n_test};
+    const double train_loss = totals[2] / totals[3], rate = totals[4] / seconds;
     std::printf("epoch %2lld  train loss %.4f  test accuracy %.4f  %.0f img/s  %.1f s\n", static_cast<long long>(epoch),
                 train_loss, test.accuracy, rate, seconds);
     std::fflush(stdout);
@@ -187,7 +207,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
                                {"test/accuracy", test.accuracy},
                                {"lr", opt.lr()},
                                {"throughput/images_per_s", rate}});
-    if (!options.checkpoint.empty()) {
+    if (!options.checkpoint.empty() && run.is_main()) {
       StateDict state;
       for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);
       for (auto& [name, t] : opt.state_dict()) state.emplace_back("optim." + name, t);

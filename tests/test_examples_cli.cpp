@@ -453,5 +453,13 @@ TEST_F(CharLstmCli, MetricsPerEpochAndPerEvalLine) {
   expect_usage_error("char_lstm", "--sample 5 --resume x --metrics " + jsonl, "only apply to training");
 }
 
+// Multi-process runs are tested under mpirun (tests/distributed/example_run.cmake); here, that a
+// build without MPI refuses the flag with a clear message instead of training alone.
+TEST_F(ExamplesCli, DistributedNeedsMpi) {
+  if (distributed::is_available()) GTEST_SKIP() << "this build has MPI";
+  for (const char* program : {"mlp_seed", "mlp_fashion", "lstm_fashion", "char_lstm"})
+    expect_usage_error(program, "--distributed", "--distributed: this build has no MPI support");
+}
+
 }  // namespace
 }  // namespace tapegrad
