@@ -12,6 +12,7 @@
 #include <string>
 
 #include "char_lstm_model.h"
+#include "amp_cli.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -48,8 +49,6 @@ void add_options(cxxopts::Options& cli) {
       ("seed", "random seed (initialisation, split, batches, dropout, sampling)", text("0"))
       ("device", "cpu, cuda, cuda:N or auto", text("auto"))
       ("threads", "CPU threads (0: OpenMP's default)", text("0"))
-      ("autocast", "off, or bf16: mixed precision, the LSTM's products in bfloat16 with float32 sums (CPU; docs/amp.md)",
-       text("off"))
       ("checkpoint", "save a safetensors checkpoint here after each epoch and when stopping", text(""))
       ("resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))
       ("sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training", text("0"))
@@ -58,6 +57,7 @@ void add_options(cxxopts::Options& cli) {
       ("h,help", "this help");
   examples::add_metrics_options(cli);
   examples::add_distributed_options(cli);
+  examples::add_amp_options(cli);
 }
 
 struct Options {
@@ -271,7 +271,7 @@ class SkipBatches : public BatchSampler {
 // targets: the gradient one process would take on the whole batch.
 void train_batch_shard(examples::CharModel& model, optim::Optimizer& opt, const Example& batch, int64_t bptt,
                        double max_norm, Device device, examples::TrainTotals& totals,
-                       const examples::DistributedRun& run) {
+                       const examples::DistributedRun& run, amp::GradScaler* scaler) {
   const int64_t records = batch.input.size(1);
   // A last batch of fewer records than ranks: the ranks left over repeat a record at weight 0.
   const bool idle = run.rank() >= records;
@@ -291,12 +291,7 @@ void train_batch_shard(examples::CharModel& model, optim::Optimizer& opt, const 
     const Tensor loss_sum = cross_entropy(out.logits.view({-1, vocab}), chunks[k].target.to(device).view({-1}), summed);
     const double weight = idle ? 0.0 : double(run.size()) / double(padding_stats(whole[k]).real);
     opt.zero_grad();
-    (loss_sum * weight).backward();
-    if (max_norm > 0) {
-      totals.grad_norm_sum += nn::utils::clip_grad_norm_(opt.params(), max_norm).item();
-      ++totals.grad_norms;
-    }
-    opt.step();
+    examples::backward_clip_step(loss_sum * weight, opt, max_norm, totals, scaler);
     const double value = idle ? 0.0 : loss_sum.item();
     // Over all ranks, so that they all stop at the same chunk.
     if (const double all = run.sum(value); !std::isfinite(all))
@@ -341,7 +336,7 @@ double evaluate_all_ranks(examples::CharModel& model, const TextDataset& data, i
   return sums[0] / sums[1];
 }
 
-int train(const Options& o, Device device, const examples::DistributedRun& run) {
+int train(const Options& o, Device device, const examples::DistributedRun& run, amp::GradScaler* scaler) {
   observe::MetricsLoggerOptions metrics_options;
   metrics_options.jsonl = o.metrics;
   metrics_options.csv = o.metrics_csv;
@@ -452,9 +447,9 @@ int train(const Options& o, Device device, const examples::DistributedRun& run) 
     examples::Stopwatch clock;
     for (const Example& batch : loader) {
       if (run.enabled())
-        train_batch_shard(model, opt, batch, o.bptt, o.clip, device, totals, run);
+        train_batch_shard(model, opt, batch, o.bptt, o.clip, device, totals, run, scaler);
       else
-        examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals);
+        examples::train_batch(model, opt, batch, o.bptt, o.clip, device, totals, scaler);
       schedule.step();
       ++done;
       progress.update(done - skip, totals.targets);
@@ -517,13 +512,9 @@ int main(int argc, char** argv) {
     examples::ProfileSession profile(*parsed);
     const examples::DistributedRun run(*parsed);
     const Device device = run.pick_device((*parsed)["device"].as<std::string>());
-    const std::string autocast = (*parsed)["autocast"].as<std::string>();
-    TG_CHECK(autocast == "off" || autocast == "bf16", "char_lstm: --autocast must be off or bf16, got '", autocast,
-             "'");
-    // Training and validation both run under it; the gradients and the weights stay float32.
-    std::optional<amp::AutocastGuard> mixed_precision;
-    if (autocast == "bf16") mixed_precision.emplace(device, kBFloat16);
+    // Training, validation and sampling all run under --amp; the gradients and the weights stay float32.
+    examples::AmpSession amp(*parsed, device);
     if (run.enabled() && options.sample > 0) throw UsageError("--distributed only applies to training, not --sample");
-    return options.sample > 0 ? sample(options, device) : train(options, device, run);
+    return options.sample > 0 ? sample(options, device) : train(options, device, run, amp.scaler());
   });
 }

@@ -97,21 +97,37 @@ struct TrainTotals {
   double mean_grad_norm() const { return grad_norms > 0 ? grad_norm_sum / double(grad_norms) : 0.0; }
 };
 
-// One optimiser step per chunk: backward, clip the gradients' total norm to max_norm (none when
-// max_norm <= 0), step. Throws tapegrad::Error when the loss stops being finite.
+// Backward, clip the gradients' total norm to max_norm (none when max_norm <= 0), step. With a
+// GradScaler (--amp f16) the loss is scaled, the gradients unscaled before clipping (so that it
+// sees the true norm) and a step with inf or NaN gradients skipped.
+inline void backward_clip_step(const tapegrad::Tensor& loss, tapegrad::optim::Optimizer& opt, double max_norm,
+                               TrainTotals& totals, tapegrad::amp::GradScaler* scaler) {
+  using namespace tapegrad;
+  (scaler != nullptr ? scaler->scale(loss) : loss).backward();
+  if (scaler != nullptr) scaler->unscale_(opt);
+  if (max_norm > 0) {
+    // The norm before clipping; reading it costs no extra device sync beside the loss's.
+    totals.grad_norm_sum += nn::utils::clip_grad_norm_(opt.params(), max_norm).item();
+    ++totals.grad_norms;
+  }
+  if (scaler == nullptr) {
+    opt.step();
+    return;
+  }
+  scaler->step(opt);
+  scaler->update();
+}
+
+// One optimiser step per chunk (backward_clip_step). Throws tapegrad::Error when the loss stops
+// being finite.
 inline void train_batch(CharModel& model, tapegrad::optim::Optimizer& opt, const tapegrad::Example& batch,
-                        int64_t bptt, double max_norm, tapegrad::Device device, TrainTotals& totals) {
+                        int64_t bptt, double max_norm, tapegrad::Device device, TrainTotals& totals,
+                        tapegrad::amp::GradScaler* scaler = nullptr) {
   using namespace tapegrad;
   totals.padding += padding_stats(batch);
   for_each_bptt_chunk(model, batch, bptt, device, [&](const ChunkLoss& chunk) {
     opt.zero_grad();
-    chunk.loss.backward();
-    if (max_norm > 0) {
-      // The norm before clipping; reading it costs no extra device sync beside the loss's.
-      totals.grad_norm_sum += nn::utils::clip_grad_norm_(opt.params(), max_norm).item();
-      ++totals.grad_norms;
-    }
-    opt.step();
+    backward_clip_step(chunk.loss, opt, max_norm, totals, scaler);
     const double value = chunk.loss.item();
     if (!std::isfinite(value))
       throw Error("the training loss became " + std::to_string(value) + " after " + std::to_string(totals.steps + 1) +

@@ -13,6 +13,7 @@
 
 #include <cxxopts.hpp>
 
+#include "amp_cli.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -35,6 +36,7 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
       "summary", "print the model's summary (layers, output shapes, parameters, memory) first")("h,help", "this help");
   add_metrics_options(cli);
   add_distributed_options(cli);
+  add_amp_options(cli);
 }
 
 // The training options, read and range-checked once.
@@ -109,6 +111,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   const TrainingOptions options = read_training_options(args);
   const DistributedRun run(args);
   const Device device = run.pick_device(args["device"].as<std::string>());
+  AmpSession amp(args, device);  // training and evaluation under --amp
   std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
@@ -159,8 +162,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   }
   // After --resume, so that DDP's broadcast of rank 0's weights is a formality.
   const auto ddp = run.wrap(model);
-  std::printf("%s on %s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
-              run.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
+  std::printf("%s on %s%s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
+              run.describe().c_str(), amp.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
               static_cast<long long>(loader_options.batch_size * run.size()));
 
   int64_t global_step = (first_epoch - 1) * static_cast<int64_t>(loader.size());  // optimiser steps so far
@@ -174,8 +177,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
       const Tensor input = batch.input.to(device);
       Tensor loss = loss_fn(ddp ? ddp->forward(input) : model.forward(input), batch.target.to(device));
       opt.zero_grad();
-      loss.backward();
-      opt.step();
+      amp.backward_and_step(loss, opt);
       const double value = loss.item();
       // Over all ranks, so that every rank stops at the same step instead of leaving the others waiting.
       check_finite_loss(run.enabled() ? run.sum(value) : value,

@@ -7,6 +7,7 @@
 
 #include <cxxopts.hpp>
 
+#include "amp_cli.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   examples::add_metrics_options(cli);
   examples::add_profile_options(cli);
   examples::add_distributed_options(cli);
+  examples::add_amp_options(cli);
   return examples::run_example("mlp_seed", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
     const double lr = examples::real_flag(args, "lr", 0.0, 1e6, true);
     const examples::DistributedRun run(args);
     const Device device = run.pick_device(args["device"].as<std::string>());
+    examples::AmpSession amp(args, device);
     std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
@@ -61,15 +64,14 @@ int main(int argc, char** argv) {
       summary_options.optimizer_state_bytes_per_element = 8;  // Adam's two float32 moments
       std::printf("%s", nn::summary(*model, xs[0], summary_options).table.c_str());
     }
-    std::printf("mlp_seed on %s%s: %d batches of %lld, %d threads\n", device.str().c_str(), run.describe().c_str(),
-                batches, static_cast<long long>(global_batch), get_num_threads());
+    std::printf("mlp_seed on %s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(), run.describe().c_str(),
+                amp.describe().c_str(), batches, static_cast<long long>(global_batch), get_num_threads());
     examples::Stopwatch total, interval;
     int last_logged = 0;
     for (int step = 1; step <= batches; ++step) {
       Tensor loss = loss_fn(ddp ? ddp->forward(xs[step % pool]) : model->forward(xs[step % pool]), ys[step % pool]);
       opt.zero_grad();
-      loss.backward();
-      opt.step();
+      amp.backward_and_step(loss, opt);
       // Read only where printed: a read per step would be a device sync per step on a GPU.
       if (step % 100 == 0 || step == batches) {
         const double value = run.sum(loss.item()) / run.size();  // every rank's slice weighs the same

@@ -461,5 +461,19 @@ TEST_F(ExamplesCli, DistributedNeedsMpi) {
     expect_usage_error(program, "--distributed", "--distributed: this build has no MPI support");
 }
 
+// --amp: the run under autocast (and loss scaling for f16, which needs CUDA); bad values are usage
+// errors that name the flag.
+TEST_F(ExamplesCli, AmpFlag) {
+  testing::write_fashion_folder(data(), 32, 10);
+  for (const char* program : {"mlp_seed", "mlp_fashion", "lstm_fashion"}) {
+    const std::string base = std::string(program) == "mlp_seed" ? "--device cpu --batches 3" : fashion("--epochs 1");
+    expect_usage_error(program, base + " --amp fp8", "--amp must be off, bf16 or f16, got 'fp8'");
+    expect_usage_error(program, base + " --amp f16", "--amp f16 needs a CUDA device");
+    Outcome r = run(program, base + " --amp bf16");
+    EXPECT_EQ(r.status, 0) << program << ":\n" << r.output;
+    EXPECT_NE(r.output.find(", amp bf16"), std::string::npos) << program << ":\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace tapegrad
