@@ -6,7 +6,8 @@
 //   checkpoint_memory --config lstm_large:64 --segments 8 --threads 2
 //
 // The model is the configuration's LstmClassifier (LSTM, then Linear on the last hidden state,
-// cross-entropy, Adam) with the option set. Printed: the median (and best) step time; the CPU
+// cross-entropy, Adam) with the option set. Printed: the median (and best) step time, and the
+// forward pass's alone (the part a recomputation repeats); the CPU
 // allocator's peak of live bytes over the training steps, less what was live before them and less
 // the parameters' gradients and Adam's two moments, i.e. the activations and the backward's
 // scratch ("activations"); and the process's peak RSS, with its growth over the steps. The RSS
@@ -106,16 +107,27 @@ int main(int argc, char** argv) {
     bench::TimingPlan plan;
     plan.budget_s = args["budget"].as<double>();
     const bench::StepTiming timing = bench::time_steps(step, [] {}, plan);
-    const double hwm = status_mib("VmHWM");
+    const size_t step_peak = cpu::cpu_memory_stats().peak_allocated_bytes;
+    // The forward pass alone (recorded, then dropped): what a recomputation repeats, so
+    // 1 + (s - 1) / s * forward / step is the step-time ratio that checkpointing cannot beat.
+    auto forward_only = [&] {
+      const bench::Batch& b = batches[static_cast<size_t>(next++ % 2)];
+      (void)cross_entropy(model.forward(b.x), b.y).item();
+    };
+    plan.warmup_steps = 1;
+    plan.budget_s = args["budget"].as<double>() / 2;
+    const bench::StepTiming forward_timing = bench::time_steps(forward_only, [] {}, plan);
+    const double hwm = status_mib("VmHWM");  // the forward-only passes peak lower than a step
     constexpr double kMiB = 1024.0 * 1024.0;
     const double fixed = 3.0 * static_cast<double>(param_bytes) / kMiB;  // grads, Adam's m and v
-    const double live_peak = static_cast<double>(cpu::cpu_memory_stats().peak_allocated_bytes - live_before) / kMiB;
+    const double live_peak = static_cast<double>(step_peak - live_before) / kMiB;
     std::printf("%s\n", bench::describe(bench::system_info()).c_str());
     std::printf("config %s:%lld (%s), segments %lld\n", config.name.c_str(), static_cast<long long>(batch),
                 config.summary.c_str(), static_cast<long long>(segments));
-    std::printf("result segments=%lld step_ms=%.1f min_ms=%.1f steps=%d activations_mib=%.1f live_peak_mib=%.1f "
+    std::printf("result segments=%lld step_ms=%.1f min_ms=%.1f forward_ms=%.1f forward_min_ms=%.1f steps=%d activations_mib=%.1f live_peak_mib=%.1f "
                 "grads_adam_mib=%.1f peak_rss_mib=%.1f rss_growth_mib=%.1f\n",
-                static_cast<long long>(segments), timing.median_ms, timing.min_ms, timing.steps, live_peak - fixed,
+                static_cast<long long>(segments), timing.median_ms, timing.min_ms, forward_timing.median_ms,
+                forward_timing.min_ms, timing.steps, live_peak - fixed,
                 live_peak, fixed, hwm, hwm - rss_before);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "checkpoint_memory: %s\n", e.what());

@@ -48,13 +48,19 @@ for line in open(sys.argv[1]):
 base = rows.get(1)
 t0 = statistics.median(float(f["step_ms"]) for f in base) if base else None
 a0 = float(base[0]["activations_mib"]) if base else None
-print(f"{'segments':>8} {'step ms':>9} {'best ms':>8} {'x time':>7} {'activations MiB':>16} {'x less':>7} {'live peak MiB':>14} {'peak RSS MiB':>13}")
+b0 = min(float(f["min_ms"]) for f in base) if base else None
+f0 = min(float(f["forward_min_ms"]) for f in base) if base else None
+if base:
+    print(f"plain: forward {f0:.0f} ms of a {b0:.0f} ms step (best of each), {100 * f0 / b0:.0f}%")
+print(f"{'segments':>8} {'step ms':>9} {'best ms':>8} {'x time':>7} {'x best':>7} {'floor':>6} {'activations MiB':>16} {'x less':>7} {'live peak MiB':>14} {'peak RSS MiB':>13}")
 for s in sorted(rows):
     fs = rows[s]
     t = statistics.median(float(f["step_ms"]) for f in fs)
     best = min(float(f["min_ms"]) for f in fs)
     a = float(fs[0]["activations_mib"])
     rt = f"{t / t0:.2f}" if t0 else "-"
+    rb = f"{best / b0:.2f}" if b0 else "-"
+    floor = f"{1 + (s - 1) / s * f0 / b0:.2f}" if b0 else "-"
     ra = f"{a0 / a:.1f}" if a0 else "-"
-    print(f"{s:>8} {t:>9.0f} {best:>8.0f} {rt:>7} {a:>16.1f} {ra:>7} {float(fs[0]['live_peak_mib']):>14.1f} {float(fs[0]['peak_rss_mib']):>13.0f}")
+    print(f"{s:>8} {t:>9.0f} {best:>8.0f} {rt:>7} {rb:>7} {floor:>6} {a:>16.1f} {ra:>7} {float(fs[0]['live_peak_mib']):>14.1f} {float(fs[0]['peak_rss_mib']):>13.0f}")
 PY
