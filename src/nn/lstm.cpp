@@ -2,6 +2,7 @@
 // directions, optionally through checkpoint() per layer or per run of steps.
 #include "tapegrad/nn/lstm.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <memory>
