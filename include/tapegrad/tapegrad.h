@@ -30,6 +30,7 @@
 #include "tapegrad/distributed/sampler.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/activation.h"
+#include "tapegrad/nn/checkpoint_sequential.h"
 #include "tapegrad/nn/clip_grad.h"
 #include "tapegrad/nn/container.h"
 #include "tapegrad/nn/embedding.h"

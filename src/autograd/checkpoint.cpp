@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autograd/requires_grad_probe.h"
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/engine.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/node.h"
@@ -59,6 +60,8 @@ struct CheckpointState {
   std::vector<bool> input_requires_grad;
   bool preserve_rng_state;
   uint64_t rng_seed, rng_offset;
+  bool autocast_cpu;  // the forward's autocast state, put in place for the recomputation
+  DType autocast_cpu_dtype;
   std::vector<size_t> recorded;     // the outputs given to the node (the floating-point ones)
   std::vector<Shape> output_sizes;  // every output's shape, to check the recomputation
 };
@@ -83,6 +86,9 @@ std::vector<Tensor> recompute_and_backward(const CheckpointState& state, const s
   std::vector<Tensor> outputs;
   {
     GeneratorStateScope rng(state.preserve_rng_state, state.rng_seed, state.rng_offset);
+    // As in PyTorch: backward usually runs outside the autocast region, but the recomputation
+    // must compute in the forward's precision.
+    amp::AutocastGuard autocast(kCPU, state.autocast_cpu_dtype, state.autocast_cpu);
     GradModeScope grad_mode(true);
     outputs = state.fn(leaves);
   }
@@ -127,6 +133,8 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   const Generator& generator = default_generator();
   state->rng_seed = generator.seed();
   state->rng_offset = generator.offset();
+  state->autocast_cpu = amp::is_autocast_enabled(DeviceKind::CPU);
+  state->autocast_cpu_dtype = amp::autocast_dtype(DeviceKind::CPU);
   std::vector<Tensor> outputs;
   bool used_grad = false;  // Note [checkpoint probe]
   {

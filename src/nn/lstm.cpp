@@ -1,8 +1,14 @@
 // The LSTM modules: parameter bookkeeping and the stacking of lstm_layer ops over layers and
-// directions.
+// directions, optionally through checkpoint() per layer or per run of steps.
 #include "tapegrad/nn/lstm.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <memory>
+
+#include "tapegrad/autograd/checkpoint.h"
+#include "tapegrad/autograd/grad_mode.h"
 
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/dropout.h"
@@ -18,6 +24,136 @@ Tensor uniform_parameter(const Shape& shape, double bound, Generator* generator)
   uniform_(t, -bound, bound, generator);
   return t;
 }
+
+// What one layer's forward needs, held by value so that a recomputation in backward depends on
+// nothing the module may change meanwhile (e.g. train()/eval()).
+struct LayerRun {
+  std::vector<std::array<Tensor, 4>> weights;  // per direction: w_ih, w_hh, b_ih, b_hh
+  double dropout = 0;                          // applied after the layer when > 0 (not the last layer)
+  bool training = false;
+  Generator* generator = nullptr;
+  int64_t directions() const { return static_cast<int64_t>(weights.size()); }
+};
+
+// One layer, every direction, then the dropout: {output, h_n per direction..., c_n per direction...}.
+std::vector<Tensor> layer_forward(const LayerRun& run, const Tensor& input, const std::vector<Tensor>& h0,
+                                  const std::vector<Tensor>& c0, const Tensor& lengths) {
+  const size_t directions = run.weights.size();
+  std::vector<Tensor> outputs, result(1 + 2 * directions);
+  for (size_t d = 0; d < directions; ++d) {
+    const std::array<Tensor, 4>& w = run.weights[d];
+    LstmLayerOutput r = lstm_layer(input, h0[d], c0[d], w[0], w[1], w[2], w[3], lengths, d == 1);
+    outputs.push_back(r.output);
+    result[1 + d] = r.h_n;
+    result[1 + directions + d] = r.c_n;
+  }
+  result[0] = directions == 1 ? outputs[0] : cat(outputs, 2);
+  if (run.dropout > 0) result[0] = dropout(result[0], run.dropout, run.training, run.generator);
+  return result;
+}
+
+// checkpoint() replays the default generator; a generator given to the module is replayed here:
+// the first call notes its state, a later one (the recomputation) runs from that state and puts
+// the generator back afterwards.
+class GeneratorReplay {
+ public:
+  explicit GeneratorReplay(Generator* generator) : generator_(generator) {}
+  template <class F>
+  std::vector<Tensor> run(F&& f) {
+    if (generator_ == nullptr) return f();
+    if (!saved_) {
+      seed_ = generator_->seed();
+      offset_ = generator_->offset();
+      saved_ = true;
+      return f();
+    }
+    Restore restore{generator_, generator_->seed(), generator_->offset()};
+    generator_->set_state(seed_, offset_);
+    return f();
+  }
+
+ private:
+  struct Restore {
+    Generator* generator;
+    uint64_t seed, offset;
+    ~Restore() { generator->set_state(seed, offset); }
+  };
+  Generator* generator_;
+  bool saved_ = false;
+  uint64_t seed_ = 0, offset_ = 0;
+};
+
+// The whole layer through checkpoint(): inputs {input, h0 per direction..., c0 per direction...}.
+std::vector<Tensor> layer_forward_checkpointed(const LayerRun& run, const Tensor& input, const std::vector<Tensor>& h0,
+                                               const std::vector<Tensor>& c0, const Tensor& lengths) {
+  auto replay = std::make_shared<GeneratorReplay>(run.generator);
+  CheckpointFunction fn = [run, lengths, replay](const std::vector<Tensor>& in) {
+    const auto d = static_cast<std::ptrdiff_t>(run.weights.size());
+    std::vector<Tensor> h(in.begin() + 1, in.begin() + 1 + d), c(in.begin() + 1 + d, in.end());
+    return replay->run([&] { return layer_forward(run, in[0], h, c, lengths); });
+  };
+  std::vector<Tensor> inputs{input};
+  inputs.insert(inputs.end(), h0.begin(), h0.end());
+  inputs.insert(inputs.end(), c0.begin(), c0.end());
+  return checkpoint(fn, inputs, /*preserve_rng_state=*/run.generator == nullptr);
+}
+
+// Each sequence's length within steps [begin, end): its valid steps there, counted from begin.
+Tensor run_lengths(const std::vector<int64_t>& lengths, int64_t begin, int64_t end, Device device) {
+  std::vector<int64_t> local;
+  for (int64_t l : lengths) local.push_back(std::min(std::max<int64_t>(l - begin, 0), end - begin));
+  return tensor(local).to(device);
+}
+
+// The layer with its steps in `runs` consecutive runs per direction, each through checkpoint()
+// except the one computed last when `keep_last` (the last layer's, whose backward comes first).
+// The forward direction carries its state from run r to r + 1, the reverse one from r + 1 to r
+// (with lengths, a sequence that ends before a run passes its state through it unchanged).
+std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& input, const std::vector<Tensor>& h0,
+                                            const std::vector<Tensor>& c0, const Tensor& lengths, int64_t runs,
+                                            bool keep_last) {
+  const int64_t steps = input.size(0), directions = run.directions();
+  std::vector<int64_t> host_lengths;
+  if (lengths.defined()) {
+    TG_CHECK(lengths.dim() == 1 && lengths.size(0) == input.size(1), "LSTM: lengths must be [", input.size(1),
+             "], got ", shape_str(lengths.sizes()));
+    TG_CHECK(lengths.dtype() == kInt64 || lengths.dtype() == kInt32, "LSTM: lengths must be integers, got ",
+             lengths.dtype());
+    host_lengths = lengths.detach().to(kCPU).to(kInt64).contiguous().tolist<int64_t>();
+    for (int64_t v : host_lengths)
+      TG_CHECK(v >= 0 && v <= steps, "LSTM: sequence length ", v, " is outside [0, ", steps, "]");
+  }
+  std::vector<Tensor> outputs, result(static_cast<size_t>(1 + 2 * directions));
+  for (int64_t d = 0; d < directions; ++d) {
+    const std::array<Tensor, 4>& w = run.weights[static_cast<size_t>(d)];
+    const bool reverse = d == 1;
+    std::vector<Tensor> pieces(static_cast<size_t>(runs));
+    Tensor h = h0[static_cast<size_t>(d)], c = c0[static_cast<size_t>(d)];
+    for (int64_t i = 0; i < runs; ++i) {
+      const int64_t r = reverse ? runs - 1 - i : i;
+      const int64_t begin = r * steps / runs, end = (r + 1) * steps / runs;
+      Tensor lens = lengths.defined() ? run_lengths(host_lengths, begin, end, input.device()) : Tensor();
+      CheckpointFunction fn = [w, lens, reverse](const std::vector<Tensor>& in) {
+        LstmLayerOutput o = lstm_layer(in[0], in[1], in[2], w[0], w[1], w[2], w[3], lens, reverse);
+        return std::vector<Tensor>{o.output, o.h_n, o.c_n};
+      };
+      const std::vector<Tensor> in{input.narrow(0, begin, end - begin), h, c};
+      const bool plain = keep_last && d + 1 == directions && i + 1 == runs;
+      std::vector<Tensor> o = plain ? fn(in) : checkpoint(fn, in, /*preserve_rng_state=*/false);
+      pieces[static_cast<size_t>(r)] = o[0];
+      h = o[1];
+      c = o[2];
+    }
+    outputs.push_back(cat(pieces, 0));
+    result[static_cast<size_t>(1 + d)] = h;
+    result[static_cast<size_t>(1 + directions + d)] = c;
+  }
+  result[0] = directions == 1 ? outputs[0] : cat(outputs, 2);
+  // Outside the runs, so the mask is the plain module's (one draw over the whole output).
+  if (run.dropout > 0) result[0] = dropout(result[0], run.dropout, run.training, run.generator);
+  return result;
+}
+
 }  // namespace
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, Generator* generator)
@@ -26,6 +162,11 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, 
            " and ", hidden_size);
   TG_CHECK(options.num_layers_ >= 1, "LSTM: num_layers must be >= 1, got ", options.num_layers_);
   TG_CHECK(options.dropout_ >= 0 && options.dropout_ <= 1, "LSTM: dropout must be in [0, 1], got ", options.dropout_);
+  TG_CHECK(options.checkpoint_segments_ >= 1, "LSTM: checkpoint_segments must be at least 1, got ",
+           options.checkpoint_segments_);
+  TG_CHECK(options.implementation_ != LstmImplementation::CuDNN ||
+               (!options.checkpoint_layers_ && options.checkpoint_segments_ == 1),
+           "LSTM: checkpoint_layers and checkpoint_segments need the fused implementation, not cuDNN");
   const int64_t directions = options.bidirectional_ ? 2 : 1;
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
   for (int64_t layer = 0; layer < options.num_layers_; ++layer) {
@@ -68,22 +209,38 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
   if (options_.implementation_ == LstmImplementation::CuDNN) return forward_cudnn(input, h0, c0, lengths);
   Tensor zero_state = zeros({batch, hidden_size_}, like);
 
+  // Only worth it when backward will run: with grad mode off the plain forward runs, so that
+  // inference gives the same numbers whatever the options.
+  const bool checkpointing =
+      (options_.checkpoint_layers_ || options_.checkpoint_segments_ > 1) && autograd::grad_enabled();
+  // With more runs than steps some would be empty; each run gets at least one step.
+  const int64_t runs = std::max<int64_t>(1, std::min(options_.checkpoint_segments_, x.size(0)));
   std::vector<Tensor> h_n, c_n;
   Tensor layer_input = x;
   for (int64_t layer = 0; layer < layers; ++layer) {
-    std::vector<Tensor> outputs;
+    const bool last = layer + 1 == layers;
+    LayerRun run;
+    for (const Weights& w : weights_[static_cast<size_t>(layer)]) run.weights.push_back({w.w_ih, w.w_hh, w.b_ih, w.b_hh});
+    run.dropout = last ? 0.0 : options_.dropout_;
+    run.training = is_training();
+    run.generator = generator_;
+    std::vector<Tensor> h_init, c_init;
     for (int64_t d = 0; d < directions; ++d) {
       const int64_t k = layer * directions + d;
-      const Weights& w = weights_[static_cast<size_t>(layer)][static_cast<size_t>(d)];
-      LstmLayerOutput r = lstm_layer(layer_input, h0.defined() ? h0.select(0, k) : zero_state,
-                                     c0.defined() ? c0.select(0, k) : zero_state, w.w_ih, w.w_hh, w.b_ih, w.b_hh,
-                                     lengths, d == 1);
-      outputs.push_back(r.output);
-      h_n.push_back(r.h_n);
-      c_n.push_back(r.c_n);
+      h_init.push_back(h0.defined() ? h0.select(0, k) : zero_state);
+      c_init.push_back(c0.defined() ? c0.select(0, k) : zero_state);
     }
-    layer_input = directions == 1 ? outputs[0] : cat(outputs, 2);
-    if (layer + 1 < layers) layer_input = dropout(layer_input, options_.dropout_, is_training(), generator_);
+    std::vector<Tensor> r;
+    // The layer computed last is not recomputed: its backward comes first, so no peak would drop.
+    if (!checkpointing || (runs == 1 && last))
+      r = layer_forward(run, layer_input, h_init, c_init, lengths);
+    else if (runs == 1)
+      r = layer_forward_checkpointed(run, layer_input, h_init, c_init, lengths);
+    else
+      r = layer_forward_segmented(run, layer_input, h_init, c_init, lengths, runs, /*keep_last=*/last);
+    layer_input = r[0];
+    h_n.insert(h_n.end(), r.begin() + 1, r.begin() + 1 + directions);
+    c_n.insert(c_n.end(), r.begin() + 1 + directions, r.end());
   }
   LSTMOutput out;
   out.output = options_.batch_first_ ? layer_input.transpose(0, 1) : layer_input;
@@ -126,6 +283,8 @@ std::string LSTM::extra_repr() const {
   if (options_.dropout_ != 0) s += ", dropout=" + std::to_string(options_.dropout_);
   if (options_.bidirectional_) s += ", bidirectional=true";
   if (options_.implementation_ == LstmImplementation::CuDNN) s += ", implementation=cudnn";
+  if (options_.checkpoint_layers_) s += ", checkpoint_layers=true";
+  if (options_.checkpoint_segments_ != 1) s += ", checkpoint_segments=" + std::to_string(options_.checkpoint_segments_);
   return s;
 }
 

@@ -9,7 +9,9 @@
 // soon as fn no longer needs them) and saves only the inputs and the default generator's state
 // (seed and offset, so dropout inside fn draws the same masks again). The outputs get one tape
 // node; when backward reaches it, fn runs again under grad mode on detached copies of the inputs,
-// with the saved generator state in place (the generator's own state is put back afterwards), and
+// with the saved generator state and the forward's CPU autocast state in place (the generator's own
+// state is put back afterwards; backward may run outside the autocast region, as PyTorch
+// recommends, and still recompute in the forward's precision), and
 // the engine backpropagates through that recomputation: the inputs' gradients leave through the
 // node, and the parameters fn uses (captured by reference or passed as inputs) accumulate their
 // .grad() exactly as without checkpointing.
@@ -21,6 +23,8 @@
 // - fn is kept (copied) until the node is freed, so whatever it captures by reference must outlive
 //   the backward pass. It must do the same work each time: the recomputation must return as many
 //   tensors, of the same shapes, as the first run.
+// - checkpoint_sequential (tapegrad/nn/checkpoint_sequential.h) splits an nn::Sequential into
+//   checkpointed runs; nn::LSTM has its own options (LSTMOptions::checkpoint_layers/_segments).
 // - Nested checkpoints, retain_graph (each backward recomputes again), inputs that do not require
 //   grad, and CUDA tensors all work. An input modified in place before backward is an error.
 // - Captured parameters get their gradient in .grad() from the recomputation's own backward pass,

@@ -12,6 +12,25 @@
 //
 //   nn::LSTM lstm(64, 128, nn::LSTMOptions().num_layers(2).implementation(nn::LstmImplementation::CuDNN));
 //   lstm.to(kCUDA);
+//
+// Gradient checkpointing (PyTorch's LSTM has no such option; see docs/amp.md, "checkpoint"):
+// instead of keeping every step's gates and states until backward, the fused implementation can
+// keep only some states and recompute the rest in backward with checkpoint()
+// (tapegrad/autograd/checkpoint.h):
+//   checkpoint_layers(true): each layer (its directions and the dropout after it) is recomputed;
+//     only the layers' outputs and final states are kept.
+//   checkpoint_segments(s): each layer's steps are split into s consecutive runs of about T/s
+//     steps, each recomputed; only the states at run boundaries (and each layer's output) are
+//     kept. Turns checkpointing on by itself when s > 1. With s > 1 the dropout between layers
+//     runs outside the runs and keeps its mask.
+//   nn::LSTM lstm(256, 512, nn::LSTMOptions().checkpoint_segments(8));
+// As in checkpoint_sequential, the run computed last (the last layer, or its last run) is not
+// recomputed: its backward comes first, so recomputing it would lower no peak. Hence with one
+// layer checkpoint_layers(true) changes nothing. Dropout masks are replayed (also from a generator
+// passed to the constructor), so the gradients are those of the plain module: bit-identical with
+// checkpoint_layers; with s > 1 the weight gradients are summed over the runs instead of in one
+// product, so they agree to rounding. Nothing changes with grad mode off (the plain forward runs).
+// The CuDNN implementation does not support it (the constructor throws).
 #pragma once
 
 #include <utility>
@@ -31,11 +50,15 @@ struct LSTMOptions {
   LSTMOptions& dropout(double v) { dropout_ = v; return *this; }  // between layers, while training
   LSTMOptions& bidirectional(bool v) { bidirectional_ = v; return *this; }
   LSTMOptions& implementation(LstmImplementation v) { implementation_ = v; return *this; }  // see above
+  LSTMOptions& checkpoint_layers(bool v) { checkpoint_layers_ = v; return *this; }      // see above
+  LSTMOptions& checkpoint_segments(int64_t v) { checkpoint_segments_ = v; return *this; }  // >= 1, see above
   int64_t num_layers_ = 1;
   bool bias_ = true, batch_first_ = false;
   double dropout_ = 0.0;
   bool bidirectional_ = false;
   LstmImplementation implementation_ = LstmImplementation::Fused;
+  bool checkpoint_layers_ = false;
+  int64_t checkpoint_segments_ = 1;
 };
 
 struct LSTMOutput {
@@ -64,7 +87,6 @@ class LSTM : public Module {
 
  private:
   LSTMOutput forward_cudnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths);
-
   struct Weights {
     Tensor w_ih, w_hh, b_ih, b_hh;
   };
