@@ -252,7 +252,10 @@ void native_panels(int64_t m, float alpha, const uint16_t* a, int64_t lda, const
 template <class T>
 void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
                     float beta, float* c, int64_t ldc, bool amx) {
-  const int64_t k = b.rows(), n = b.cols(), lda = 2 * panel_pairs(k);
+  // A row length that is a multiple of 4 KiB would put a tile's 16 rows in one L1 set: one more
+  // 64-byte tile column of zeros keeps them apart.
+  const int64_t lda = 2 * panel_pairs(b.rows()) + ((2 * panel_pairs(b.rows())) % 2048 == 0 ? 32 : 0);
+  const int64_t k = b.rows(), n = b.cols();
   const int64_t rows = amx ? m + (-m & (amx::kTileRows - 1)) : m;
   thread_local std::vector<uint16_t> buffer;  // kept: an LSTM step must not allocate
   buffer.resize(static_cast<size_t>(rows * lda));
@@ -264,7 +267,7 @@ void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_
   const int64_t panels = (n + kNr - 1) / kNr;
   auto run = [&](int64_t begin, int64_t end) {
     if (amx) {
-      amx::product(m, n, lda / 2, alpha, a16, lda, b.pairs(), beta, c, ldc, begin, end);
+      amx::product(m, n, panel_pairs(k), alpha, a16, lda, b.pairs(), beta, c, ldc, begin, end);
     } else {
       native_panels(m, alpha, a16, lda, b, beta, c, ldc, begin, end);
     }
