@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tapegrad/core/half.h"
@@ -38,7 +39,7 @@ class PackedBf16Matrix {
   bool native() const { return native_; }
   // Native: panels of 32 columns, each depth pair (2p, 2p + 1) of a column side by side, the pairs
   // padded with zeros to a multiple of 16 (whole AMX tiles).
-  const uint16_t* pairs() const { return pairs_.data(); }
+  const uint16_t* pairs() const { return pairs_.get(); }
   // Portable: the rounded values as floats, row-major [k, n].
   const float* floats() const { return floats_.data(); }
 
@@ -47,7 +48,9 @@ class PackedBf16Matrix {
   void pack(const T* b, int64_t rs, int64_t cs);
   int64_t k_ = 0, n_ = 0;
   bool native_ = false;
-  std::vector<uint16_t> pairs_;
+  // Not a vector: the packing writes every element, and zero-filling first cost as much as the
+  // packing of a small product's weights.
+  std::shared_ptr<uint16_t[]> pairs_;
   std::vector<float> floats_;
 };
 
