@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -34,11 +35,24 @@ inline tapegrad::profiler::SortBy parse_profile_sort(const std::string& text) {
   throw UsageError("--profile-sort: '" + text + "' is not one of self_cpu, cpu_total, cuda_total, calls, self_memory");
 }
 
+// Under --distributed every rank profiles itself; ranks other than 0 write next to rank 0's file,
+// "trace.json" -> "trace.rank1.json". The rank comes from the launcher's environment, which is set
+// before MPI starts (Open MPI's OMPI_COMM_WORLD_RANK, or PMI_RANK of MPICH and Slurm).
+inline std::string rank_path(const std::string& path, bool distributed) {
+  if (path.empty() || !distributed) return path;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank == nullptr) rank = std::getenv("PMI_RANK");
+  if (rank == nullptr || std::string(rank) == "0") return path;
+  const size_t dot = path.rfind('.'), slash = path.rfind('/');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return has_extension ? path.substr(0, dot) + ".rank" + rank + path.substr(dot) : path + ".rank" + rank;
+}
+
 // Profiles while it lives when --profile was given; does nothing otherwise.
 class ProfileSession {
  public:
   explicit ProfileSession(const cxxopts::ParseResult& args)
-      : path_(args["profile"].as<std::string>()),
+      : path_(rank_path(args["profile"].as<std::string>(), args.count("distributed") > 0)),
         sort_(parse_profile_sort(args["profile-sort"].as<std::string>())),
         rows_(static_cast<size_t>(parse_int("profile-rows", args["profile-rows"].as<std::string>(), 0, 1 << 20))) {
     if (path_.empty()) return;
