@@ -342,7 +342,11 @@ DataPtr allocate_uncached(size_t nbytes, int device) {
                                         " bytes free of ", total_bytes, " bytes total (", format_bytes(free_bytes),
                                         " free of ", format_bytes(total_bytes), "); the caching allocator is off"));
   }
-  return DataPtr{ptr, [device](void* p) {
+  // The profiler counts these blocks too (TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 must not hide memory).
+  const int64_t size = static_cast<int64_t>(nbytes);
+  if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, device), size, ptr);
+  return DataPtr{ptr, [device, size](void* p) {
+                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, device), -size, p);
                    NoThrowDeviceGuard guard(device);
                    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
                  }};
