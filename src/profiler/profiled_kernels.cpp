@@ -47,7 +47,7 @@ std::string event_name(const char* slot, const First& first, const Rest&...) {
     return slot;
   }
 }
-inline std::string event_name(const char* slot) { return slot; }
+[[maybe_unused]] std::string event_name(const char* slot) { return slot; }  // a slot without arguments
 
 // Tensor arguments give the event its shapes, dtypes and device; others are not recorded.
 template <typename T>
