@@ -19,7 +19,7 @@
 
 #define CUDART_VERSION 13000
 
-typedef enum cudaError {
+typedef enum cudaError : int {  // a fixed type: cuda_emulator/launch.h declares it first
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
@@ -27,6 +27,7 @@ typedef enum cudaError {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
@@ -34,6 +35,7 @@ typedef enum cudaError {
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
+  cudaErrorCooperativeLaunchTooLarge = 720,
 } cudaError_t;
 
 typedef enum cudaMemcpyKind {
@@ -51,7 +53,13 @@ typedef enum cudaDeviceAttr {
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrComputeCapabilityMajor = 75,
   cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrCooperativeLaunch = 95,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 } cudaDeviceAttr;
+
+typedef enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+} cudaFuncAttribute;
 
 typedef struct CUevent_st* cudaEvent_t;
 
@@ -119,4 +127,22 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// Cooperative launches (cooperative.cpp): the kernel is named by its address. Occupancy counts
+// sm_90's threads (2048), blocks (32) and shared memory (228 KiB, 1 KiB reserved per block) per
+// multiprocessor; registers are not emulated.
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func, int block_size,
+                                                          size_t dynamic_shared_bytes);
+}
+
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* func, cudaFuncAttribute attr, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
+}
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, T* func, int block_size,
+                                                          size_t dynamic_shared_bytes) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(num_blocks, reinterpret_cast<const void*>(func), block_size,
+                                                       dynamic_shared_bytes);
 }

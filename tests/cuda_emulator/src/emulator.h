@@ -96,6 +96,11 @@ cudaError_t fail(cudaError_t error, const std::string& detail);
 // poisons the space after each allocation instead).
 void check_allocation_guards(int device, const char* after);
 
+// cooperative.cpp: the dynamic shared memory a launch of `function` may ask for (48 KiB unless
+// cudaFuncSetAttribute raised it; null: 48 KiB), and the calling thread's latest launch's result.
+size_t dynamic_shared_limit(const void* function);
+cudaError_t& last_launch_error();
+
 // grid_runner.cpp: runs every block of a grid on the calling thread; false after a violation.
 bool run_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id);
 

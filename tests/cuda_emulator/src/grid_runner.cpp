@@ -19,7 +19,16 @@
 //   compiler may duplicate one barrier into several call sites);
 // - a warp intrinsic's mask must name the calling lane and only lanes that exist and take part in
 //   the same intrinsic; a shuffle must read a lane inside the mask;
-// - static shared memory stays within sm_90's 48 KiB.
+// - static shared memory stays within sm_90's 48 KiB, static and dynamic together within 227 KiB.
+//
+// Note [cooperative grids]: a grid launched cooperatively (TG_LAUNCH_COOPERATIVE_KERNEL) has every
+// block alive at once, each with its own threads, fibers and shared memory. Blocks take turns in
+// a fresh random order each round; a block runs until every thread it has left waits at the grid
+// barrier (cooperative_groups' grid.sync()), and when every block is parked there the barrier
+// releases them all. A block that reads what another block wrote without the grid barrier between
+// them therefore reads poison in some block (the blocks of a cycle cannot all run after the block
+// they read). Checked: grid.sync() reached by every thread of every block, and only in a
+// cooperative launch.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -84,7 +93,7 @@ class StackPool {
 
 thread_local StackPool tls_stacks;
 
-enum class State { Ready, Running, AtBarrier, AtWarp, Done };
+enum class State { Ready, Running, AtBarrier, AtWarp, AtGrid, Done };
 
 // A fiber runs threads of the block one after another until one of them suspends at a meeting
 // point; that thread then owns the fiber, and a fresh fiber goes on with the threads not started
@@ -124,14 +133,15 @@ struct BlockRun {
   std::vector<unsigned> ready;  // released by a meeting point, not resumed yet (taken from the back)
   // Per warp, bit = lane: lanes waiting in a warp intrinsic, lanes that exited, lanes that exist.
   std::vector<uint32_t> arrived, exited, exists;
-  unsigned done = 0, at_barrier = 0, at_warp = 0;
+  unsigned done = 0, at_barrier = 0, at_warp = 0, at_grid = 0;
   uint64_t rng = 0;
   bool released_first = false;  // whether released threads run before threads not started yet
   Thread* current = nullptr;
   ctx::fcontext_t scheduler = nullptr;
   const void* scheduler_bottom = nullptr;
   size_t scheduler_size = 0;
-  std::unique_ptr<unsigned char[]> shared{new unsigned char[kSharedOptinLimit + 64]};
+  // Static arrays from offset 0 (at most 48 KiB), then the launch's dynamic shared memory.
+  std::unique_ptr<unsigned char[]> shared{new unsigned char[kStaticSharedLimit + kSharedOptinLimit + 64]};
   std::vector<SharedSite> sites;
   size_t shared_used = 0, shared_poisoned = 0;
   bool failed = false;
@@ -419,8 +429,8 @@ std::string describe_deadlock(BlockRun& run) {
   return "kernel " + std::string(run.config->kernel) + ": the block cannot make progress";
 }
 
-// Runs one block; false after a violation (run.violation says which).
-bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
+// Sets up one block: its threads, their start order, fresh poison in its shared memory.
+void start_block(BlockRun& run, uint3 block, uint64_t seed) {
   const dim3 bd = run.config->block, gd = run.config->grid;
   const unsigned n = static_cast<unsigned>(run.threads.size());
   run.start_order.resize(n);
@@ -445,11 +455,19 @@ bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
   run.exited.assign(warps, 0);
   run.exists.assign(warps, ~0u);
   if (n % kWarpSize != 0) run.exists[warps - 1] = (1u << (n % kWarpSize)) - 1;
-  run.done = run.at_barrier = run.at_warp = 0;
+  run.done = run.at_barrier = run.at_warp = run.at_grid = 0;
   std::memset(run.shared.get(), 0xff, run.shared_poisoned);
+  std::memset(run.shared.get() + kStaticSharedLimit, 0xff, run.config->dynamic_shared_bytes);
   run.sites.clear();
   run.shared_used = 0;
+}
 
+enum class Progress { Done, AtGrid, Failed };
+
+// Runs a started block until it finishes, every thread it has left waits at the grid barrier, or
+// a violation (run.violation says which).
+Progress advance_block(BlockRun& run) {
+  const unsigned n = static_cast<unsigned>(run.threads.size());
   for (;;) {
     const bool can_start = run.next_to_start < n;
     if (!run.ready.empty() && (run.released_first || !can_start)) {
@@ -459,10 +477,19 @@ bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
     } else if (can_start) {
       start_fiber(run);
     } else if (run.done == n) {
-      return true;
+      return Progress::Done;
     } else if (run.at_warp > 0) {  // lanes wait for lanes that will never come
       run.failed = true;
       run.violation = describe_deadlock(run);
+    } else if (run.at_grid > 0) {  // the rest of the grid must come before this block goes on
+      const Thread* waiting = nullptr;
+      for (const Thread& t : run.threads)
+        if (t.state == State::AtGrid) waiting = &t;
+      if (run.at_barrier == 0 && run.done == 0) return Progress::AtGrid;
+      run.failed = true;
+      run.violation = where(run, *waiting) + ": grid.sync() is not reached by every thread of the block (" +
+                      std::to_string(run.done) + " exited, " + std::to_string(run.at_barrier) +
+                      " wait at __syncthreads() instead)";
     } else if (run.done > 0) {  // only barriers are left
       const Thread* waiting = nullptr;
       for (const Thread& t : run.threads)
@@ -476,8 +503,23 @@ bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
       for (unsigned i = 0; i < n; ++i) all[i] = i;
       release(run, all.data(), n);
     }
-    if (run.failed) return false;
+    if (run.failed) return Progress::Failed;
   }
+}
+
+// Runs one block; false after a violation (run.violation says which).
+bool run_block(BlockRun& run, uint3 block, uint64_t seed) {
+  start_block(run, block, seed);
+  return advance_block(run) == Progress::Done;
+}
+
+// Every thread of a parked block goes on past the grid barrier.
+void release_grid(BlockRun& run) {
+  std::vector<unsigned> waiting;
+  for (unsigned i = 0; i < run.threads.size(); ++i)
+    if (run.threads[i].state == State::AtGrid) waiting.push_back(i);
+  run.at_grid = 0;
+  release(run, waiting.data(), waiting.size());
 }
 
 // Gives back the fibers of threads a failed block left suspended (their frames are abandoned).
@@ -530,6 +572,22 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
   return self.result;
 }
 
+void sync_grid() {
+  BlockRun& run = block_run();
+  if (!run.config->cooperative) {
+    run.violation = where(run, *run.current) + ": grid.sync() in a kernel not launched cooperatively";
+    fail_in_fiber(run);
+  }
+  run.current->state = State::AtGrid;
+  ++run.at_grid;
+  suspend(run);
+}
+
+void* dynamic_shared() {
+  BlockRun& run = block_run();
+  return run.shared.get() + kStaticSharedLimit;
+}
+
 void* shared_array(const void* key, size_t bytes, size_t align, const char* name) {
   BlockRun& run = block_run();
   for (const SharedSite& s : run.sites)
@@ -538,6 +596,12 @@ void* shared_array(const void* key, size_t bytes, size_t align, const char* name
   if (offset + bytes > kStaticSharedLimit) {
     run.violation = where(run, *run.current) + ": static shared memory of " + std::to_string(offset + bytes) +
                     " bytes (array " + name + "), above sm_90's 48 KiB";
+    fail_in_fiber(run);
+  }
+  if (offset + bytes + run.config->dynamic_shared_bytes > kSharedOptinLimit) {
+    run.violation = where(run, *run.current) + ": static shared memory of " + std::to_string(offset + bytes) +
+                    " bytes and " + std::to_string(run.config->dynamic_shared_bytes) +
+                    " bytes of dynamic shared memory, above sm_90's 227 KiB per block";
     fail_in_fiber(run);
   }
   run.sites.push_back(SharedSite{key, offset});
@@ -549,7 +613,76 @@ void* shared_array(const void* key, size_t bytes, size_t align, const char* name
   return run.shared.get() + offset;
 }
 
+namespace {
+
+// Note [cooperative grids].
+bool run_cooperative_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id) {
+  const dim3 g = config.grid;
+  const size_t blocks = size_t(g.x) * g.y * g.z;
+  std::vector<std::unique_ptr<BlockRun>> runs(blocks);
+  BlockRun* saved = tls_block;
+  for (size_t linear = 0; linear < blocks; ++linear) {
+    runs[linear] = std::make_unique<BlockRun>();
+    BlockRun& run = *runs[linear];
+    run.config = &config;
+    run.task = &task;
+    run.device = device;
+    run.threads.resize(size_t(config.block.x) * config.block.y * config.block.z);
+    const uint3 b{static_cast<unsigned>(linear % g.x), static_cast<unsigned>((linear / g.x) % g.y),
+                  static_cast<unsigned>(linear / (uint64_t(g.x) * g.y))};
+    start_block(run, b, (launch_id * 0x9E3779B97F4A7C15ULL) ^ (linear * 0xBF58476D1CE4E5B9ULL) ^ 0x94D049BB133111EBULL);
+  }
+  std::vector<size_t> order(blocks);
+  std::vector<bool> finished(blocks, false);
+  uint64_t rng = launch_id * 0xD1B54A32D192ED03ULL + 1;
+  std::string violation;
+  for (;;) {
+    for (size_t i = 0; i < blocks; ++i) order[i] = i;
+    for (size_t i = blocks; i > 1; --i) std::swap(order[i - 1], order[draw_below(rng, i)]);
+    size_t done = 0, parked = 0, some_done = 0, some_parked = 0;
+    for (size_t i : order) {
+      if (!finished[i]) {
+        tls_block = runs[i].get();
+        const Progress p = advance_block(*runs[i]);
+        if (p == Progress::Failed) {
+          violation = runs[i]->violation;
+          break;
+        }
+        finished[i] = p == Progress::Done;
+      }
+      if (finished[i]) {
+        ++done;
+        some_done = i;
+      } else {
+        ++parked;
+        some_parked = i;
+      }
+    }
+    if (violation.empty() && done > 0 && parked > 0) {
+      const uint3 gone = runs[some_done]->threads[0].index.block_idx;
+      const uint3 waits = runs[some_parked]->threads[0].index.block_idx;
+      violation = "kernel " + std::string(config.kernel) + ": grid.sync() is not reached by every block of the grid: " +
+                  "block (" + std::to_string(gone.x) + "," + std::to_string(gone.y) + "," + std::to_string(gone.z) +
+                  ") exited while block (" + std::to_string(waits.x) + "," + std::to_string(waits.y) + "," +
+                  std::to_string(waits.z) + ") waits";
+    }
+    if (!violation.empty()) {
+      for (auto& run : runs) abandon(*run);
+      tls_block = saved;
+      report_violation(device, violation);
+      return false;
+    }
+    if (done == blocks) break;
+    for (auto& run : runs) release_grid(*run);
+  }
+  tls_block = saved;
+  return true;
+}
+
+}  // namespace
+
 bool run_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id) {
+  if (config.cooperative) return run_cooperative_grid(config, task, device, launch_id);
   BlockRun run;
   run.config = &config;
   run.task = &task;

@@ -113,6 +113,10 @@ const char* base_error_string(cudaError_t e) {
       return "too many resources requested for launch";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorInvalidDeviceFunction:
+      return "invalid device function";
+    case cudaErrorCooperativeLaunchTooLarge:
+      return "too many blocks in cooperative launch";
   }
   return "unrecognized error code";
 }
@@ -386,7 +390,10 @@ void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const 
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
   const dim3 g = config.grid, b = config.block;
   const std::string kernel = config.kernel;
-  auto bad = [&](cudaError_t e, const std::string& why) { fail(e, "kernel " + kernel + ": " + why); };
+  auto bad = [&](cudaError_t e, const std::string& why) {
+    last_launch_error() = fail(e, "kernel " + kernel + ": " + why);
+  };
+  last_launch_error() = cudaSuccess;
   if (!valid_device(tls_device)) return bad(cudaErrorNoDevice, "no device");
   const uint64_t threads = uint64_t(b.x) * b.y * b.z;
   if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0)
@@ -399,9 +406,11 @@ void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const 
     return bad(cudaErrorInvalidConfiguration, "grid (" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " +
                                                   std::to_string(g.z) +
                                                   ") exceeds sm_90's limits (y and z at most 65535)");
-  if (config.dynamic_shared_bytes > kStaticSharedLimit)
+  if (config.dynamic_shared_bytes > dynamic_shared_limit(config.function))
     return bad(cudaErrorInvalidValue, std::to_string(config.dynamic_shared_bytes) +
-                                          " bytes of dynamic shared memory, above 48 KiB without the opt-in attribute");
+                                          " bytes of dynamic shared memory, above " +
+                                          std::to_string(dynamic_shared_limit(config.function)) +
+                                          " (48 KiB unless cudaFuncSetAttribute raised it)");
   CUstream_st* stream = resolve_stream(config.stream);
   if (stream == nullptr) return bad(cudaErrorInvalidResourceHandle, "launched on a stream that does not exist");
   if (stream->device != tls_device)
@@ -459,6 +468,8 @@ const char* cudaGetErrorName(cudaError_t error) {
     EMU_NAME(cudaErrorIllegalAddress)
     EMU_NAME(cudaErrorLaunchOutOfResources)
     EMU_NAME(cudaErrorLaunchFailure)
+    EMU_NAME(cudaErrorInvalidDeviceFunction)
+    EMU_NAME(cudaErrorCooperativeLaunchTooLarge)
 #undef EMU_NAME
   }
   return "cudaErrorUnknown";
@@ -552,6 +563,12 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       break;
     case cudaDevAttrComputeCapabilityMinor:
       *value = prop.minor;
+      break;
+    case cudaDevAttrCooperativeLaunch:
+      *value = 1;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(prop.sharedMemPerBlockOptin);
       break;
     default:
       return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");

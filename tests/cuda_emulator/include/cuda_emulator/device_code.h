@@ -51,6 +51,10 @@ inline const ThreadIndex& this_thread() {
 // Meeting points, implemented by the grid runner. Values travel as up to 8 raw bytes.
 enum class WarpOp { Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp };
 void sync_block();
+// cooperative_groups' grid.sync(): only in a cooperative launch (grid_runner.cpp).
+void sync_grid();
+// The running block's dynamic shared memory (the launch's bytes, poisoned when the block starts).
+void* dynamic_shared();
 uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
 
 // A static shared array of `bytes` for the site `key` in the running block (one per site per
@@ -82,6 +86,9 @@ constexpr int warpSize = 32;
   static const char name##_emulated_site_ = 0; \
   type* name = static_cast<type*>(             \
       ::tapegrad_emu::shared_array(&name##_emulated_site_, sizeof(type) * (count), alignof(type), #name))
+
+// The launch's dynamic shared memory, as cuda/launch.h declares it (extern __shared__ there).
+#define TG_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::tapegrad_emu::dynamic_shared())
 
 inline void __syncthreads() {
   ::tapegrad_emu::sync_block();
@@ -177,6 +184,11 @@ T atomicMin(T* a, T v) {
 
 template <class T>
 T __ldg(const T* p) {
+  return *p;
+}
+// A load that bypasses L1 (another block's writes after a grid barrier); one memory here.
+template <class T>
+T __ldcg(const T* p) {
   return *p;
 }
 

@@ -12,6 +12,9 @@
 
 #include "cuda_emulator/device_code.h"
 
+enum cudaError : int;
+typedef enum cudaError cudaError_t;
+
 typedef struct CUstream_st* cudaStream_t;
 
 namespace tapegrad_emu {
@@ -34,11 +37,18 @@ struct LaunchConfig {
   dim3 grid, block;
   size_t dynamic_shared_bytes;
   cudaStream_t stream;
+  bool cooperative = false;        // every block alive at once, grid.sync() allowed
+  const void* function = nullptr;  // the kernel, for its cudaFuncSetAttribute settings (null: none)
 };
 
 // runtime.cpp. Sets the thread's last error (cudaGetLastError) on a bad launch.
 void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const PointerArgument* pointers,
             size_t pointer_count);
+// cooperative.cpp: cudaLaunchCooperativeKernel's checks (the grid must fit on the device at once:
+// cudaErrorCooperativeLaunchTooLarge), then launch(); returns the launch's error, also kept as the
+// thread's last error.
+cudaError_t launch_cooperative(const LaunchConfig& config, std::unique_ptr<KernelTask> task,
+                               const PointerArgument* pointers, size_t pointer_count);
 
 template <class Body, class... Args>
 class BoundKernel final : public KernelTask {
@@ -82,7 +92,46 @@ class Launcher {
   Body body_;
 };
 
+// TG_LAUNCH_COOPERATIVE_KERNEL's launcher: the same argument handling, a cooperative launch whose
+// call returns its cudaError_t, as cudaLaunchCooperativeKernel does.
+template <class Body>
+class CooperativeLauncher {
+ public:
+  CooperativeLauncher(const char* kernel, dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t stream,
+                      const void* function, Body body)
+      : config_{kernel, grid, block, dynamic_shared_bytes, stream, true, function}, body_(body) {}
+
+  template <class... A>
+  cudaError_t operator()(A&&... args) const {
+    PointerArgument pointers[sizeof...(A) + 1];
+    size_t count = 0;
+    int position = 0;
+    (note(args, position++, pointers, count), ...);
+    return launch_cooperative(
+        config_, std::make_unique<BoundKernel<Body, std::decay_t<A>...>>(body_, std::forward<A>(args)...), pointers,
+        count);
+  }
+
+ private:
+  template <class A>
+  static void note(const A& arg, int position, PointerArgument* pointers, size_t& count) {
+    if constexpr (std::is_pointer_v<std::decay_t<A>>) {
+      pointers[count++] = PointerArgument{position, static_cast<const void*>(arg)};
+    } else {
+      (void)arg, (void)position, (void)pointers, (void)count;
+    }
+  }
+
+  LaunchConfig config_;
+  Body body_;
+};
+
 }  // namespace tapegrad_emu
+
+#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)                                \
+  ::tapegrad_emu::CooperativeLauncher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream,                      \
+                                      reinterpret_cast<const void*>(&__VA_ARGS__),                                  \
+                                      [](auto&... kernel_arguments_) { __VA_ARGS__(kernel_arguments_...); })
 
 #define TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)            \
   ::tapegrad_emu::Launcher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream, \
