@@ -12,6 +12,7 @@ void register_cuda_backend() {
   cuda_backend::register_reductions(table);
   cuda_backend::register_blas(table);
   cuda_backend::register_lstm(table);
+  cuda_backend::register_lstm_recurrence(table);
   cuda_backend::register_optim(table);
   cuda_backend::register_amp(table);
 #if !defined(TAPEGRAD_NO_CUDNN)  // the emulation build has no cuDNN: its slots stay empty

@@ -26,6 +26,12 @@
 #ifndef TG_SHARED_ARRAY
 #define TG_SHARED_ARRAY(type, name, count) __shared__ type name[count]
 #endif
+// The launch's dynamic shared memory as a `type*` (one extern array per translation unit).
+#ifndef TG_DYNAMIC_SHARED
+#define TG_DYNAMIC_SHARED(type, name)                               \
+  extern __shared__ __align__(16) unsigned char tg_dynamic_shared_[]; \
+  type* name = reinterpret_cast<type*>(tg_dynamic_shared_)
+#endif
 
 namespace tapegrad::cuda_backend {
 
@@ -42,6 +48,38 @@ inline int grid_for(int64_t n, int threads = kBlockThreads) {
 }
 
 }  // namespace tapegrad::cuda_backend
+
+// A cooperative launch (every block resident at once, cooperative_groups' grid.sync() allowed):
+//   cudaError_t status = TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream,
+//                                                     kernel<Args...>)(arguments...);
+// The caller checks the returned status (cudaErrorCooperativeLaunchTooLarge when the grid cannot
+// be resident at once). Grid-wide sync needs no -rdc since CUDA 11.0.
+#ifndef TG_LAUNCH_COOPERATIVE_KERNEL
+namespace tapegrad::cuda_backend {
+template <class Kernel>
+class CooperativeLaunch;
+template <class... Params>
+class CooperativeLaunch<void (*)(Params...)> {
+ public:
+  CooperativeLaunch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t stream)
+      : kernel_(kernel), grid_(grid), block_(block), shared_(dynamic_shared_bytes), stream_(stream) {}
+  // The arguments converted to the kernel's parameter types here, since the runtime reads them
+  // through untyped pointers.
+  cudaError_t operator()(Params... args) const {
+    void* argv[] = {static_cast<void*>(&args)..., nullptr};
+    return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel_), grid_, block_, argv, shared_, stream_);
+  }
+
+ private:
+  void (*kernel_)(Params...);
+  dim3 grid_, block_;
+  size_t shared_;
+  cudaStream_t stream_;
+};
+}  // namespace tapegrad::cuda_backend
+#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
+  ::tapegrad::cuda_backend::CooperativeLaunch<decltype(&__VA_ARGS__)>(&__VA_ARGS__, grid, block, dynamic_shared_bytes, stream)
+#endif
 
 // for (i in [0, n)) with a grid-stride loop; i is int64_t.
 #define TG_GRID_STRIDE_LOOP(i, n)                                                        \

@@ -1,0 +1,527 @@
+// A layer's whole LSTM recurrence on the GPU: the lstm_recurrence_forward/backward slots (contract
+// in backend/kernel_slots.def, design and limits in docs/lstm_cuda.md).
+//
+// Note [persistent recurrence]: for a small batch each step is a tiny product ([B, H] x [H, 4H]),
+// so one launch per step costs more than its arithmetic. One cooperative kernel runs the whole
+// sequence instead: block g owns hidden units [g U, g U + U), keeps the four gates' columns of
+// W_hh for them in shared memory for every step, computes its gates for every row, applies the
+// cell and writes its slice of h_t and c_t; one grid-wide barrier per step makes h_t whole before
+// any block reads it. Backward is the mirror: a block's cell gives dgates for its units, the
+// barrier makes dgates[t] whole, and the block multiplies it by its units' columns of W_hh to get
+// its slice of dh_{t-1} (so its next cell needs no barrier). The input projection of every step
+// is one GEMM up front. Above kPersistentMaxBatch rows, or where the grid cannot be resident at
+// once (H too large for shared memory), or for 16-bit tensors, each step is one GEMM plus one
+// fused cell launch instead.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backend/kernel_tensors.h"
+#include "cuda_kernels.h"
+#include "dispatch.h"
+#include "launch.h"
+#include "math/lstm.h"
+#include "tapegrad/cuda/device.h"
+
+namespace tapegrad::cuda_backend {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kPersistentThreads = 128;
+// Batches up to this run the persistent kernel. Its products run on the CUDA cores: at H = 512 a
+// step of 32 rows is 32 * 512 * 2048 ~ 34M multiply-adds, ~2 us spread over the device, about one
+// launch's cost; beyond that the per-step GEMM on the tensor cores wins (docs/lstm_cuda.md).
+constexpr int64_t kPersistentMaxBatch = 32;
+// Hidden units per block at least: fewer blocks make the grid barrier cheaper, and 8 units keep a
+// block's 32 gate columns busy over its 4 warps.
+constexpr int64_t kMinUnitsPerBlock = 8;
+// Rows of h_{t-1} (forward) or dgates[t] (backward) staged in shared memory at once.
+constexpr int kForwardRowChunk = 8;
+constexpr int kBackwardRowChunk = 4;
+
+__device__ __forceinline__ bool row_active(const int64_t* lengths, int64_t row, int64_t t) {
+  return lengths == nullptr || t < lengths[row];
+}
+
+template <class A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The forward's arguments. T: the tensors' type (float or double); W: the products' operand type
+// (T, or __nv_bfloat16 for bf16 products, summed in float).
+template <class T>
+struct ForwardArgs {
+  const T* w_hh_t;  // rows I.. of w_t: W_hh^T [H, 4H], row stride 4H
+  const T* bias;    // [4H] or null
+  const T *h0, *c0; // [B, H]
+  T* gates;         // [T, B, 4H]: the input projections in, the activations out
+  T *h_all, *c_all; // [T, B, H]
+  const int64_t* lengths;
+  int64_t steps, batch, hidden, units;
+  bool reverse;
+};
+
+// Shared memory: z [B][4U] (A), then the block's W_hh^T columns [4U][H] and a chunk of h [rows][H] (W).
+template <class A, class W>
+size_t forward_shared_bytes(int64_t batch, int64_t hidden, int64_t units) {
+  return sizeof(A) * batch * 4 * units + sizeof(W) * (4 * units + kForwardRowChunk) * hidden;
+}
+
+template <class T, class W>
+__global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_forward_kernel(ForwardArgs<T> p) {
+  using A = Acc<T>;
+  const int64_t H = p.hidden, B = p.batch, U = p.units, cols = 4 * U, width = 4 * H;
+  const int64_t j0 = blockIdx.x * U, own = min(U, H - j0);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  TG_DYNAMIC_SHARED(unsigned char, shared);
+  A* z_s = reinterpret_cast<A*>(shared);
+  W* w_s = reinterpret_cast<W*>(z_s + B * cols);  // column q U + u: W_hh^T[:, q H + j0 + u]
+  W* h_s = w_s + cols * H;
+  for (int64_t i = tid; i < cols * H; i += blockDim.x) {
+    const int64_t u = i % U, q = (i / U) % 4, k = i / cols;
+    w_s[(q * U + u) * H + k] = convert<W>(u < own ? convert<A>(p.w_hh_t[k * width + q * H + j0 + u]) : A(0));
+  }
+  cg::grid_group grid = cg::this_grid();
+  for (int64_t s = 0; s < p.steps; ++s) {
+    const int64_t t = p.reverse ? p.steps - 1 - s : s, tp = p.reverse ? t + 1 : t - 1;
+    const T* h_prev = s == 0 ? p.h0 : p.h_all + tp * B * H;
+    const T* c_prev = s == 0 ? p.c0 : p.c_all + tp * B * H;
+    // z[b][col] = h_prev[b] . W_hh^T[:, col]: a warp per column, lanes across k.
+    for (int64_t r0 = 0; r0 < B; r0 += kForwardRowChunk) {
+      const int rows = static_cast<int>(min(int64_t{kForwardRowChunk}, B - r0));
+      // __ldcg: other blocks wrote h_prev before the barrier; L1 may hold stale lines.
+      for (int64_t i = tid; i < rows * H; i += blockDim.x) h_s[i] = convert<W>(__ldcg(h_prev + r0 * H + i));
+      __syncthreads();
+      for (int64_t col = warp; col < cols; col += warps) {
+        A acc[kForwardRowChunk] = {};
+        const W* wc = w_s + col * H;
+        for (int64_t k = lane; k < H; k += 32) {
+          const A w = convert<A>(wc[k]);
+#pragma unroll
+          for (int r = 0; r < kForwardRowChunk; ++r)
+            if (r < rows) acc[r] += w * convert<A>(h_s[r * H + k]);
+        }
+#pragma unroll
+        for (int r = 0; r < kForwardRowChunk; ++r) {
+          if (r >= rows) break;  // the same for every lane
+          const A v = warp_sum(acc[r]);
+          if (lane == 0) z_s[(r0 + r) * cols + col] = v;
+        }
+      }
+      __syncthreads();
+    }
+    T* z_t = p.gates + t * B * width;
+    T* h_new = p.h_all + t * B * H;
+    T* c_new = p.c_all + t * B * H;
+    for (int64_t i = tid; i < B * own; i += blockDim.x) {
+      const int64_t b = i / own, u = i - b * own, j = j0 + u, at = b * H + j;
+      T* z = z_t + b * width + j;
+      if (!row_active(p.lengths, b, t)) {  // the CPU's rule: the state passes through, gates are 0
+        h_new[at] = h_prev[at];
+        c_new[at] = c_prev[at];
+        for (int q = 0; q < 4; ++q) z[q * H] = convert<T>(A(0));
+        continue;
+      }
+      A g[4];
+      for (int q = 0; q < 4; ++q)
+        g[q] = convert<A>(z[q * H]) + z_s[b * cols + q * U + u] + (p.bias != nullptr ? convert<A>(p.bias[q * H + j]) : A(0));
+      A c, h;
+      math::lstm_cell_forward<A>(g[0], g[1], g[2], g[3], convert<A>(c_prev[at]), &c, &h);
+      for (int q = 0; q < 4; ++q) z[q * H] = convert<T>(g[q]);
+      c_new[at] = convert<T>(c);
+      h_new[at] = convert<T>(h);
+    }
+    if (s + 1 < p.steps) grid.sync();  // h_t whole before any block stages it
+  }
+}
+
+template <class T>
+struct BackwardArgs {
+  const T* gates;  // activations [T, B, 4H]
+  const T* w_hh;   // [4H, H]
+  const T *c0, *c_all;
+  const T* grad_h;  // [T, B, H] with strides gs0, gs1, gs2
+  int64_t gs0, gs1, gs2;
+  T *dh, *dc;      // [B, H], in place
+  T* dgates;       // [T, B, 4H]
+  T* grad_bias;    // [4H] or null
+  const int64_t* lengths;
+  int64_t steps, batch, hidden, units;
+  bool reverse;
+};
+
+// Shared memory: the block's W_hh columns [U][4H] and a chunk of dgates [rows][4H] (W).
+template <class W>
+size_t backward_shared_bytes(int64_t hidden, int64_t units) {
+  return sizeof(W) * (units + kBackwardRowChunk) * 4 * hidden;
+}
+
+template <class T, class W>
+__global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_backward_kernel(BackwardArgs<T> p) {
+  using A = Acc<T>;
+  const int64_t H = p.hidden, B = p.batch, U = p.units, width = 4 * H;
+  const int64_t j0 = blockIdx.x * U, own = min(U, H - j0);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  TG_DYNAMIC_SHARED(unsigned char, shared);
+  W* w_s = reinterpret_cast<W*>(shared);  // [U][4H]: W_hh[:, j0 + u]
+  W* dz_s = w_s + U * width;
+  for (int64_t i = tid; i < U * width; i += blockDim.x) {
+    const int64_t u = i % U, c = i / U;
+    w_s[u * width + c] = convert<W>(u < own ? convert<A>(p.w_hh[c * H + j0 + u]) : A(0));
+  }
+  __syncthreads();
+  cg::grid_group grid = cg::this_grid();
+  for (int64_t s = p.steps - 1; s >= 0; --s) {
+    const int64_t t = p.reverse ? p.steps - 1 - s : s, tp = p.reverse ? t + 1 : t - 1;
+    const T* c_prev = s == 0 ? p.c0 : p.c_all + tp * B * H;
+    const T* c_new = p.c_all + t * B * H;
+    const T* a_t = p.gates + t * B * width;
+    T* dz_t = p.dgates + t * B * width;
+    // The cell for this block's units. dh holds the gradient of h_t from step t + 1's product.
+    for (int64_t i = tid; i < B * own; i += blockDim.x) {
+      const int64_t b = i / own, u = i - b * own, j = j0 + u, at = b * H + j;
+      const A dh_total = convert<A>(p.dh[at]) + convert<A>(p.grad_h[t * p.gs0 + b * p.gs1 + j * p.gs2]);
+      T* dz = dz_t + b * width + j;
+      if (!row_active(p.lengths, b, t)) {  // state passed through: so do dh and dc
+        for (int q = 0; q < 4; ++q) dz[q * H] = convert<T>(A(0));
+        p.dh[at] = convert<T>(dh_total);
+        continue;
+      }
+      const T* a = a_t + b * width + j;
+      A dc = convert<A>(p.dc[at]), dzi, dzf, dzg, dzo;
+      math::lstm_cell_backward<A>(convert<A>(a[0]), convert<A>(a[H]), convert<A>(a[2 * H]), convert<A>(a[3 * H]),
+                                  convert<A>(c_prev[at]), convert<A>(c_new[at]), dh_total, &dc, &dzi, &dzf, &dzg,
+                                  &dzo);
+      dz[0] = convert<T>(dzi);
+      dz[H] = convert<T>(dzf);
+      dz[2 * H] = convert<T>(dzg);
+      dz[3 * H] = convert<T>(dzo);
+      p.dc[at] = convert<T>(dc);
+      p.dh[at] = convert<T>(A(0));  // an active row's dh_{t-1} comes only through the product below
+    }
+    grid.sync();  // dgates[t] whole
+    // dh[b][j0 + u] += dgates[t][b] . W_hh[:, j0 + u]: a warp per unit, lanes across the 4H gates.
+    for (int64_t r0 = 0; r0 < B; r0 += kBackwardRowChunk) {
+      const int rows = static_cast<int>(min(int64_t{kBackwardRowChunk}, B - r0));
+      for (int64_t i = tid; i < rows * width; i += blockDim.x) dz_s[i] = convert<W>(__ldcg(dz_t + r0 * width + i));
+      __syncthreads();
+      for (int64_t u = warp; u < own; u += warps) {
+        A acc[kBackwardRowChunk] = {};
+        const W* wu = w_s + u * width;
+        for (int64_t c = lane; c < width; c += 32) {
+          const A w = convert<A>(wu[c]);
+#pragma unroll
+          for (int r = 0; r < kBackwardRowChunk; ++r)
+            if (r < rows) acc[r] += w * convert<A>(dz_s[r * width + c]);
+        }
+#pragma unroll
+        for (int r = 0; r < kBackwardRowChunk; ++r) {
+          if (r >= rows) break;  // the same for every lane
+          const A v = warp_sum(acc[r]);
+          if (lane == 0) {
+            T* d = p.dh + (r0 + r) * H + j0 + u;
+            *d = convert<T>(convert<A>(*d) + v);
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // The bias gradient of this block's columns: every step's dgates there were written by this block.
+  if (p.grad_bias != nullptr) {
+    for (int64_t i = tid; i < 4 * own; i += blockDim.x) {
+      const int64_t col = (i / own) * H + j0 + i % own;
+      double sum = 0;  // T * B terms, in double like the CPU's sums
+      for (int64_t r = 0; r < p.steps * B; ++r) sum += static_cast<double>(convert<A>(p.dgates[r * width + col]));
+      p.grad_bias[col] = convert<T>(sum);
+    }
+  }
+}
+
+// ---- The per-step path: one GEMM and one fused cell launch per step. ----
+
+// gates [B, 4H] holds the projections plus the recurrent product; adds the bias, activates.
+template <class T>
+__global__ void lstm_step_forward_kernel(T* gates, const T* bias, const T* h_prev, const T* c_prev, T* h_new,
+                                         T* c_new, const int64_t* lengths, int64_t t, int64_t batch, int64_t hidden) {
+  using A = Acc<T>;
+  TG_GRID_STRIDE_LOOP(idx, batch * hidden) {
+    const int64_t row = idx / hidden, j = idx - row * hidden;
+    T* z = gates + row * 4 * hidden + j;
+    if (!row_active(lengths, row, t)) {
+      h_new[idx] = h_prev[idx];
+      c_new[idx] = c_prev[idx];
+      for (int q = 0; q < 4; ++q) z[q * hidden] = convert<T>(A(0));
+      continue;
+    }
+    A g[4];
+    for (int q = 0; q < 4; ++q)
+      g[q] = convert<A>(z[q * hidden]) + (bias != nullptr ? convert<A>(bias[q * hidden + j]) : A(0));
+    A c, h;
+    math::lstm_cell_forward<A>(g[0], g[1], g[2], g[3], convert<A>(c_prev[idx]), &c, &h);
+    for (int q = 0; q < 4; ++q) z[q * hidden] = convert<T>(g[q]);
+    c_new[idx] = convert<T>(c);
+    h_new[idx] = convert<T>(h);
+  }
+}
+
+// Adds step t's output gradient (any strides) to dh, then the cell backward of lstm.cu's kernel.
+template <class T>
+__global__ void lstm_step_backward_kernel(const T* gates, const T* c_prev, const T* c_new, const T* grad_h_t,
+                                          int64_t gs1, int64_t gs2, T* dh, T* dc, T* dgates, const int64_t* lengths,
+                                          int64_t t, int64_t batch, int64_t hidden) {
+  using A = Acc<T>;
+  TG_GRID_STRIDE_LOOP(idx, batch * hidden) {
+    const int64_t row = idx / hidden, j = idx - row * hidden, gate = row * 4 * hidden + j;
+    const A dh_total = convert<A>(dh[idx]) + convert<A>(grad_h_t[row * gs1 + j * gs2]);
+    T* dz = dgates + gate;
+    if (!row_active(lengths, row, t)) {
+      for (int q = 0; q < 4; ++q) dz[q * hidden] = convert<T>(A(0));
+      dh[idx] = convert<T>(dh_total);
+      continue;
+    }
+    const T* a = gates + gate;
+    A dc_acc = convert<A>(dc[idx]), dzi, dzf, dzg, dzo;
+    math::lstm_cell_backward<A>(convert<A>(a[0]), convert<A>(a[hidden]), convert<A>(a[2 * hidden]),
+                                convert<A>(a[3 * hidden]), convert<A>(c_prev[idx]), convert<A>(c_new[idx]), dh_total,
+                                &dc_acc, &dzi, &dzf, &dzg, &dzo);
+    dz[0] = convert<T>(dzi);
+    dz[hidden] = convert<T>(dzf);
+    dz[2 * hidden] = convert<T>(dzg);
+    dz[3 * hidden] = convert<T>(dzo);
+    dc[idx] = convert<T>(dc_acc);
+    dh[idx] = convert<T>(A(0));
+  }
+}
+
+// out[c] = sum over rows of m[r][c], m [rows, cols] contiguous; one thread per column, in double.
+template <class T>
+__global__ void column_sum_kernel(const T* m, T* out, int64_t rows, int64_t cols) {
+  TG_GRID_STRIDE_LOOP(c, cols) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r) sum += static_cast<double>(convert<Acc<T>>(m[r * cols + c]));
+    out[c] = convert<T>(sum);
+  }
+}
+
+// ---- Host side ----
+
+const int64_t* lengths_ptr(const Tensor& lengths) {
+  return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
+}
+
+// out = a @ b + beta * out with the step products in `products` (the slot's contract).
+void gemm_products(const Tensor& a, const Tensor& b, const Tensor& out, double beta, DType products) {
+  const Device device = out.device();
+  if (products == out.dtype()) {
+    TG_KERNEL(device, gemm)(a, b, out, 1.0, beta);
+  } else {
+    TG_KERNEL(device, gemm_mixed)(a, b, out, 1.0, beta, products);
+  }
+}
+
+// The grid of a persistent kernel: blocks of `units` hidden units, or 0 blocks where it cannot
+// run (shared memory above the device's opt-in limit, or a grid larger than can be resident).
+struct PersistentGrid {
+  int64_t units = 0, blocks = 0;
+  size_t shared = 0;
+};
+
+template <class Kernel, class SharedBytes>
+PersistentGrid plan_persistent(Kernel kernel, int64_t hidden, const SharedBytes& shared_bytes, const char* op) {
+  int device = 0, sms = 0, optin = 0, cooperative = 0;
+  TG_CUDA_CHECK(cudaGetDevice(&device), op);
+  TG_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device), op);
+  TG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), op);
+  TG_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op);
+  PersistentGrid g;
+  if (cooperative == 0 || sms <= 0) return g;
+  const int64_t units = std::max(kMinUnitsPerBlock, (hidden + sms - 1) / sms);
+  const size_t shared = shared_bytes(units);
+  if (shared > static_cast<size_t>(optin)) return g;
+  TG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+                op);
+  int per_sm = 0;
+  TG_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPersistentThreads, shared), op);
+  const int64_t blocks = (hidden + units - 1) / units;
+  if (blocks > int64_t{per_sm} * sms) return g;
+  return PersistentGrid{units, blocks, shared};
+}
+
+// Whether the persistent kernels run these types: float or double tensors, products in their own
+// type or bf16 for float.
+bool persistent_types(DType dtype, DType products) {
+  return (dtype == kFloat32 || dtype == kFloat64) && (products == dtype || (products == kBFloat16 && dtype == kFloat32));
+}
+
+template <class T, class W>
+bool forward_persistent(const ForwardArgs<T>& args) {
+  const char* op = "lstm_recurrence_forward";
+  auto kernel = lstm_persistent_forward_kernel<T, W>;
+  const PersistentGrid g = plan_persistent(
+      kernel, args.hidden,
+      [&](int64_t units) { return forward_shared_bytes<Acc<T>, W>(args.batch, args.hidden, units); }, op);
+  if (g.blocks == 0) return false;
+  ForwardArgs<T> a = args;
+  a.units = g.units;
+  TG_CUDA_CHECK(TG_LAUNCH_COOPERATIVE_KERNEL(static_cast<unsigned>(g.blocks), kPersistentThreads, g.shared,
+                                             current_stream(), lstm_persistent_forward_kernel<T, W>)(a),
+                op);
+  return true;
+}
+
+template <class T, class W>
+bool backward_persistent(const BackwardArgs<T>& args) {
+  const char* op = "lstm_recurrence_backward";
+  auto kernel = lstm_persistent_backward_kernel<T, W>;
+  const PersistentGrid g = plan_persistent(
+      kernel, args.hidden, [&](int64_t units) { return backward_shared_bytes<W>(args.hidden, units); }, op);
+  if (g.blocks == 0) return false;
+  BackwardArgs<T> a = args;
+  a.units = g.units;
+  TG_CUDA_CHECK(TG_LAUNCH_COOPERATIVE_KERNEL(static_cast<unsigned>(g.blocks), kPersistentThreads, g.shared,
+                                             current_stream(), lstm_persistent_backward_kernel<T, W>)(a),
+                op);
+  return true;
+}
+
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
+                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
+                             const Tensor& lengths, bool reverse, DType products) {
+  const char* op = "lstm_recurrence_forward";
+  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1), input = x.size(2);
+  if (steps == 0 || batch == 0 || hidden == 0) return;
+  const Device device = gates.device();
+  cuda::DeviceGuard guard(device);
+  // Every step's input projection in one GEMM; the bias is added by the cell.
+  Tensor gates_2d = gates.view({steps * batch, 4 * hidden});
+  if (input == 0) {
+    TG_KERNEL(device, fill)(gates_2d, 0.0);
+  } else {
+    gemm_products(x.view({steps * batch, input}), w_t.narrow(0, 0, input), gates_2d, 0.0, products);
+  }
+  const DType dtype = gates.dtype();
+  bool done = false;
+  if (batch <= kPersistentMaxBatch && persistent_types(dtype, products)) {
+    dispatch_floating(dtype, op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      ForwardArgs<T> a{static_cast<const T*>(w_t.data_ptr()) + input * 4 * hidden,
+                       bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr,
+                       static_cast<const T*>(h0.data_ptr()),
+                       static_cast<const T*>(c0.data_ptr()),
+                       static_cast<T*>(gates.data_ptr()),
+                       static_cast<T*>(h_all.data_ptr()),
+                       static_cast<T*>(c_all.data_ptr()),
+                       lengths_ptr(lengths),
+                       steps,
+                       batch,
+                       hidden,
+                       0,
+                       reverse};
+      if constexpr (std::is_same_v<T, float>) {
+        done = products == kBFloat16 ? forward_persistent<T, __nv_bfloat16>(a) : forward_persistent<T, T>(a);
+      } else {
+        done = forward_persistent<T, T>(a);
+      }
+    });
+  }
+  if (done) return;
+  // Per step: the recurrent product onto the projection, then the cell.
+  const Tensor w_hh_t = w_t.narrow(0, input, hidden);
+  auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
+  dispatch_floating_and_half(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = time(s);
+      const Tensor h_prev = s == 0 ? h0 : h_all.select(0, time(s - 1));
+      const Tensor c_prev = s == 0 ? c0 : c_all.select(0, time(s - 1));
+      const Tensor z = gates.select(0, t), h_new = h_all.select(0, t), c_new = c_all.select(0, t);
+      gemm_products(h_prev, w_hh_t, z, 1.0, products);
+      TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_forward_kernel<T>)
+      (static_cast<T*>(z.data_ptr()), bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr,
+       static_cast<const T*>(h_prev.data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
+       static_cast<T*>(h_new.data_ptr()), static_cast<T*>(c_new.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
+      TG_CUDA_CHECK_LAUNCH(op);
+    }
+  });
+}
+
+void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
+                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
+                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products) {
+  const char* op = "lstm_recurrence_backward";
+  const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
+  const Device device = gates.device();
+  cuda::DeviceGuard guard(device);
+  if (steps == 0 || batch == 0 || hidden == 0) {
+    if (grad_bias.defined() && grad_bias.numel() > 0) TG_KERNEL(device, fill)(grad_bias, 0.0);
+    return;
+  }
+  const DType dtype = gates.dtype();
+  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  bool done = false;
+  if (batch <= kPersistentMaxBatch && persistent_types(dtype, products)) {
+    dispatch_floating(dtype, op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      BackwardArgs<T> a{static_cast<const T*>(gates.data_ptr()),
+                        static_cast<const T*>(w_hh.data_ptr()),
+                        static_cast<const T*>(c0.data_ptr()),
+                        static_cast<const T*>(c_all.data_ptr()),
+                        static_cast<const T*>(grad_h_all.data_ptr()),
+                        gs0,
+                        gs1,
+                        gs2,
+                        static_cast<T*>(dh.data_ptr()),
+                        static_cast<T*>(dc.data_ptr()),
+                        static_cast<T*>(dgates.data_ptr()),
+                        grad_bias.defined() ? static_cast<T*>(grad_bias.data_ptr()) : nullptr,
+                        lengths_ptr(lengths),
+                        steps,
+                        batch,
+                        hidden,
+                        0,
+                        reverse};
+      if constexpr (std::is_same_v<T, float>) {
+        done = products == kBFloat16 ? backward_persistent<T, __nv_bfloat16>(a) : backward_persistent<T, T>(a);
+      } else {
+        done = backward_persistent<T, T>(a);
+      }
+    });
+  }
+  if (done) return;
+  auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
+  dispatch_floating_and_half(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    for (int64_t s = steps - 1; s >= 0; --s) {
+      const int64_t t = time(s);
+      const Tensor c_prev = s == 0 ? c0 : c_all.select(0, time(s - 1));
+      const Tensor dz = dgates.select(0, t);
+      TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_backward_kernel<T>)
+      (static_cast<const T*>(gates.select(0, t).data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
+       static_cast<const T*>(c_all.select(0, t).data_ptr()), g + t * gs0, gs1, gs2, static_cast<T*>(dh.data_ptr()),
+       static_cast<T*>(dc.data_ptr()), static_cast<T*>(dz.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
+      TG_CUDA_CHECK_LAUNCH(op);
+      gemm_products(dz, w_hh, dh, 1.0, products);  // dh_{t-1} += dgates[t] W_hh
+    }
+    if (grad_bias.defined()) {
+      TG_LAUNCH_KERNEL(grid_for(4 * hidden), kBlockThreads, 0, current_stream(), column_sum_kernel<T>)
+      (static_cast<const T*>(dgates.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), steps * batch, 4 * hidden);
+      TG_CUDA_CHECK_LAUNCH(op);
+    }
+  });
+}
+
+}  // namespace
+
+void register_lstm_recurrence(backend::KernelTable& table) {
+  table.lstm_recurrence_forward = lstm_recurrence_forward;
+  table.lstm_recurrence_backward = lstm_recurrence_backward;
+}
+
+}  // namespace tapegrad::cuda_backend
