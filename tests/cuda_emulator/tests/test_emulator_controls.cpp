@@ -2,7 +2,8 @@
 // beside the same code without the bug. A test here passes by showing that the harness fails
 // the buggy version: a kernel writing one element past its buffer, a kernel reading shared memory
 // without the barrier before it, a GEMM with a wrong leading dimension, a result read on a second
-// stream without waiting for the first, and the launch rules of sm_90.
+// stream without waiting for the first, the launch rules of sm_90, and cooperative grids (another
+// block's data read without the grid barrier, a barrier some threads skip, a grid too large).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "cublas_v2.h"
 #include "cuda_emulator/control.h"
+#include "cooperative_groups.h"
 #include "cuda_runtime.h"
 
 namespace {
@@ -242,6 +244,77 @@ TEST(EmulatorControls, GemmWithAWrongLeadingDimensionFails) {
             CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
   for (float* p : {a, b, c}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+// Cooperative grids: block b writes its value, then reads block b + 1's (a cycle over the grid).
+__global__ void rotate_through_blocks(float* values, float* out, bool with_grid_barrier) {
+  const unsigned b = blockIdx.x;
+  if (threadIdx.x == 0) values[b] = static_cast<float>(b);
+  if (with_grid_barrier) cooperative_groups::this_grid().sync();
+  if (threadIdx.x == 0) out[b] = values[(b + 1) % gridDim.x];
+}
+
+TEST(EmulatorControls, AnotherBlocksDataReadWithoutTheGridBarrierIsWrong) {
+  const unsigned blocks = 8;
+  float* values = device_floats(blocks);
+  float* out = device_floats(blocks);
+  auto run = [&](bool with_barrier) {
+    EXPECT_EQ(cudaMemset(values, 0xff, blocks * sizeof(float)), cudaSuccess);  // poison: NaN
+    EXPECT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(blocks, 64, 0, nullptr, rotate_through_blocks)(values, out, with_barrier),
+              cudaSuccess);
+    int wrong = 0;
+    std::vector<float> got = to_host(out, blocks);
+    for (unsigned b = 0; b < blocks; ++b) wrong += got[b] != static_cast<float>((b + 1) % blocks);
+    return wrong;
+  };
+  EXPECT_EQ(run(true), 0);
+  EXPECT_GT(run(false), 0) << "a missing grid barrier went unnoticed";
+  for (float* p : {values, out}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+__global__ void grid_barrier_skipped(float* out, unsigned skipping_block) {
+  if (blockIdx.x == skipping_block && threadIdx.x == 3) return;  // the bug: one thread leaves early
+  cooperative_groups::this_grid().sync();
+  out[blockIdx.x] = 1.0f;
+}
+
+TEST(EmulatorControls, GridBarrierNotReachedByEveryThreadIsCaught) {
+  float* out = device_floats(4);
+  ASSERT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(4, 32, 0, nullptr, grid_barrier_skipped)(out, 4u), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the control: every thread arrives
+  ASSERT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(4, 32, 0, nullptr, grid_barrier_skipped)(out, 2u), cudaSuccess);
+  expect_violation("grid.sync() is not reached by every thread");
+  // Outside a cooperative launch the grid barrier is itself the bug.
+  TG_LAUNCH_KERNEL(4, 32, 0, nullptr, grid_barrier_skipped)(out, 4u);
+  expect_violation("not launched cooperatively");
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+
+__global__ void cooperative_nothing(float* out) {
+  (void)out;
+}
+
+TEST(EmulatorControls, CooperativeGridsMustFitOnTheDevice) {
+  float* out = device_floats(1);
+  int per_sm = 0;
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_nothing, 1024, 0), cudaSuccess);
+  EXPECT_EQ(per_sm, 2);  // 2048 threads per multiprocessor
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_nothing, 64, 100 * 1024), cudaSuccess);
+  EXPECT_EQ(per_sm, 0);  // above 48 KiB without the opt-in: cannot launch at all
+  ASSERT_EQ(cudaFuncSetAttribute(cooperative_nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
+            cudaSuccess);
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_nothing, 64, 100 * 1024), cudaSuccess);
+  EXPECT_EQ(per_sm, 2);  // 228 KiB per multiprocessor
+  // 132 multiprocessors x 2 blocks fit; one block more does not.
+  EXPECT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(264, 1024, 0, nullptr, cooperative_nothing)(out), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(265, 1024, 0, nullptr, cooperative_nothing)(out),
+            cudaErrorCooperativeLaunchTooLarge);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorCooperativeLaunchTooLarge);
+  EXPECT_EQ(TG_LAUNCH_COOPERATIVE_KERNEL(265, 64, 100 * 1024, nullptr, cooperative_nothing)(out),
+            cudaErrorCooperativeLaunchTooLarge);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
 }
 
 }  // namespace
