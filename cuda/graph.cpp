@@ -121,7 +121,7 @@ void Graph::capture_end() {
   cudaGraph_t graph = nullptr;
   const cudaError_t status = cudaStreamEndCapture(s.stream, &graph);
   const std::string cuda_says =
-      status == cudaSuccess ? "" : detail::str_cat(cudaGetErrorName(status), ": ", cudaGetErrorString(status));
+      status == cudaSuccess ? "" : tapegrad::detail::str_cat(cudaGetErrorName(status), ": ", cudaGetErrorString(status));
   (void)cudaGetLastError();
   const std::string failure = cuda_backend::tls_capture_failure;
   s.capturing = false;
@@ -135,7 +135,7 @@ void Graph::capture_end() {
     allocator.release_pool(s.device, s.pool);
     s.pool = 0;
     TG_CHECK(false, "cuda::Graph::capture_end: the capture failed",
-             failure.empty() ? std::string() : detail::str_cat(": ", failure, " could not be captured"), " (CUDA: ",
+             failure.empty() ? std::string() : tapegrad::detail::str_cat(": ", failure, " could not be captured"), " (CUDA: ",
              cuda_says,
              "). Nothing in a captured region may wait for the GPU (item(), copies to the host or from pageable "
              "memory, synchronize()); see docs/cuda_graphs.md");

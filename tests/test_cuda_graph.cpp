@@ -20,6 +20,12 @@ namespace {
 
 using testing::expect_error;
 
+// Graphs need the caching allocator (their private pool); the sanitizer runs turn it off.
+#define SKIP_WITHOUT_GRAPHS()                                                                        \
+  SKIP_WITHOUT_GPU();                                                                               \
+  if (!cuda::caching_allocator_enabled())                                                           \
+  GTEST_SKIP() << "TAPEGRAD_CUDA_CACHING_ALLOCATOR=0: cuda::Graph needs the caching allocator's pools"
+
 constexpr int kWarmup = 2;
 constexpr int kSteps = 6;
 
@@ -138,18 +144,18 @@ void expect_same_runs(const Run& eager, const Run& replayed) {
 }
 
 TEST(CudaGraph, ReplayedAdamStepsMatchEagerSteps) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   // Eager with plain Adam, the graph with capturable Adam: also shows the two give the same bits.
   expect_same_runs(eager_run(adam(false)), graph_run(adam(true)));
 }
 
 TEST(CudaGraph, ReplayedSgdMomentumStepsMatchEagerSteps) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   expect_same_runs(eager_run(sgd_momentum()), graph_run(sgd_momentum()));
 }
 
 TEST(CudaGraph, CaptureLeavesTheDefaultStreamCurrent) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   Tensor x = ones({8}, kCUDA);
   Tensor y;
   cuda::Graph graph;
@@ -173,7 +179,7 @@ TEST(CudaGraph, CaptureLeavesTheDefaultStreamCurrent) {
 // The cross-entropy step: its loss checks the targets' range on the host today, which a capture
 // refuses; it passes once that check moves to the device.
 TEST(CudaGraph, CrossEntropyStepReplaysOnceItNoLongerSyncs) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   auto model = make_mlp(5);
   model->to(kCUDA);
   optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2).capturable(true));
@@ -216,7 +222,7 @@ TEST(CudaGraph, CrossEntropyStepReplaysOnceItNoLongerSyncs) {
 }
 
 TEST(CudaGraph, HostSynchronisationInCaptureIsAClearError) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   Tensor x = ones({4}, kCUDA);
   cuda::Graph graph;
   expect_error(
@@ -253,7 +259,7 @@ TEST(CudaGraph, HostSynchronisationInCaptureIsAClearError) {
 }
 
 TEST(CudaGraph, MisuseIsAClearError) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   cuda::Graph graph;
   expect_error([&] { graph.replay(); }, {"cuda::Graph::replay", "nothing captured"});
   expect_error([&] { graph.capture_end(); }, {"cuda::Graph::capture_end", "not capturing"});
@@ -268,7 +274,7 @@ TEST(CudaGraph, MisuseIsAClearError) {
 }
 
 TEST(CudaGraph, OptimisersRefuseWhatCannotBeCaptured) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   auto model = make_mlp(4);
   model->to(kCUDA);
   Tensor x = ones({2, 12}, kCUDA), y = zeros({2, 3}, kCUDA);
@@ -311,7 +317,7 @@ TEST(CudaGraph, OptimisersRefuseWhatCannotBeCaptured) {
 }
 
 TEST(CudaGraph, PoolKeepsCapturedAddressesForTheGraph) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   Tensor x = full({1000}, 1.0, kCUDA);
   Tensor out;
   const void* intermediate = nullptr;
@@ -340,7 +346,7 @@ TEST(CudaGraph, PoolKeepsCapturedAddressesForTheGraph) {
 }
 
 TEST(CudaGraph, ResetGivesThePoolsMemoryBack) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GRAPHS();
   Tensor x = full({4096}, 1.0, kCUDA);
   cuda::synchronize();
   cuda::empty_cache();

@@ -37,8 +37,6 @@
 
 namespace tapegrad_emu {
 
-namespace {
-
 using Clock = std::map<CUstream_st*, uint64_t>;  // per stream: how many of its nodes are ordered before
 
 struct Node {
@@ -47,8 +45,6 @@ struct Node {
   std::vector<TouchedRange> touched;
   int device = 0;
 };
-
-}  // namespace
 
 struct CaptureSequence {
   unsigned long long id = 0;
