@@ -219,7 +219,7 @@ GraphCapture::~GraphCapture() noexcept(false) {
 bool is_current_stream_capturing() {
   if (!is_available()) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(cuda_backend::current_stream(), &status) != cudaSuccess) {
+  if (cudaStreamIsCapturing(cuda_backend::current_stream(cuda_backend::current_device_index()), &status) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }

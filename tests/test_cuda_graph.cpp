@@ -229,7 +229,7 @@ TEST(CudaGraph, HostSynchronisationInCaptureIsAClearError) {
       [&] {
         cuda::GraphCapture capture(graph);
         Tensor y = x * 2.0;
-        (void)y.item();  // a copy to the host: waits for the GPU
+        (void)sum(y).item();  // a copy to the host: waits for the GPU
       },
       {"copy to cpu", "capture"});
   // Abandoned: nothing held, the default stream current again, and the graph can capture anew.
