@@ -17,6 +17,16 @@
 //  - Free blocks sit in one ordered set per pool keyed by (stream, size, address): the best fit is
 //    one lower_bound away.
 //  - Out of memory: release every unused segment of the device and retry once, then throw.
+//
+// Note [graph pools]: a CUDA graph replays the addresses it captured, so the memory its captured
+// kernels use must stay reserved for it. While a capture runs (begin_allocate_to_pool), allocations
+// on the capturing stream come from the graph's private pool: segments of their own, tagged with
+// the pool id, whose blocks go back to that pool when freed and are handed out only to captures
+// into the same pool. The pool lives until its last graph releases it; its segments are then
+// cudaFree'd as soon as they are wholly free (at release, or by empty_cache()). During a capture
+// nothing may wait for the device: events of other-stream uses are not queried but deferred until
+// no capture runs, a segment is never released to satisfy an allocation (out of memory throws), and
+// cudaMalloc runs in relaxed capture mode (it is not captured, and the graph keeps its memory).
 #include "caching_allocator.h"
 
 #include <cstdint>
@@ -47,11 +57,13 @@ constexpr size_t kRoundLarge = 2 << 20;      // bigger segments are the request 
 constexpr size_t kMaxRequest = size_t(1) << 60;
 
 struct Block {
-  Block(void* p, size_t s, cudaStream_t st, bool sm) : ptr(p), size(s), stream(st), small(sm) {}
+  Block(void* p, size_t s, cudaStream_t st, bool sm, uint64_t pl = 0)
+      : ptr(p), size(s), stream(st), small(sm), pool(pl) {}
   void* ptr;
   size_t size;          // a multiple of kMinBlockSize
   cudaStream_t stream;  // the stream of its segment
   bool small;           // which pool its segment belongs to
+  uint64_t pool;        // 0, or the private graph pool of its segment (Note [graph pools])
   bool allocated = false;
   int pending_events = 0;  // events that must complete before the block is free again
   Block* prev = nullptr;   // neighbours within the segment, in address order
@@ -61,6 +73,7 @@ struct Block {
 
 struct BlockLess {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->pool != b->pool) return a->pool < b->pool;
     if (a->stream != b->stream)
       return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
     if (a->size != b->size) return a->size < b->size;
@@ -92,13 +105,15 @@ class DeviceCache {
       ++stats_.num_ooms;
       throw_out_of_memory(nbytes);
     }
-    process_events();
+    if (captures_.empty()) process_events();  // no event queries during a capture
     const size_t size = round_size(nbytes);
     BlockPool& pool = size <= kSmallSize ? small_ : large_;
-    Block* block = take_free_block(pool, stream, size);
-    if (block == nullptr) block = new_segment(pool, stream, size, nbytes);
+    const uint64_t private_pool = pool_for(stream);
+    Block* block = take_free_block(pool, private_pool, stream, size);
+    if (block == nullptr) block = new_segment(pool, private_pool, stream, size, nbytes);
     if (should_split(*block, size)) {
-      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, block->small);
+      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, block->small,
+                             block->pool);
       rest->prev = block;
       rest->next = block->next;
       if (block->next != nullptr) block->next->prev = rest;
@@ -120,8 +135,48 @@ class DeviceCache {
     block->allocated = false;
     active_.erase(block->ptr);
     stats_.allocated_bytes -= block->size;
-    if (!block->other_streams.empty()) mark_uses_on_other_streams(block);
+    if (!block->other_streams.empty()) {
+      if (!captures_.empty()) {
+        // Its events could not be queried until the capture ends: hold it back until then.
+        ++block->pending_events;
+        deferred_.push_back(block);
+        return;
+      }
+      mark_uses_on_other_streams(block);
+    }
     if (block->pending_events == 0) return_to_pool(block);
+  }
+
+  void begin_allocate_to_pool(uint64_t id, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++private_pools_[id].users;  // a new pool, or one more graph sharing it
+    captures_.emplace_back(id, stream);
+  }
+
+  void end_allocate_to_pool(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = captures_.begin(); it != captures_.end(); ++it)
+      if (it->first == id) {
+        captures_.erase(it);
+        break;
+      }
+    if (!captures_.empty()) return;
+    // Blocks freed during the capture with uses on other streams get their events now.
+    std::vector<Block*> deferred;
+    deferred.swap(deferred_);
+    for (Block* block : deferred) {
+      --block->pending_events;
+      mark_uses_on_other_streams(block);
+      if (block->pending_events == 0) return_to_pool(block);
+    }
+  }
+
+  void release_pool(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = private_pools_.find(id);
+    if (it == private_pools_.end() || --it->second.users > 0) return;
+    private_pools_.erase(it);
+    if (captures_.empty()) release_free_segments([&](const Block* b) { return b->pool == id; });
   }
 
   void record_stream(const void* ptr, cudaStream_t stream) {
@@ -157,22 +212,30 @@ class DeviceCache {
     return block.small ? rest >= kMinBlockSize : rest > kSmallSize;
   }
 
-  // The smallest free block of `stream` holding `size` bytes, removed from the pool; or nullptr.
-  static Block* take_free_block(BlockPool& pool, cudaStream_t stream, size_t size) {
-    Block key(nullptr, size, stream, false);
+  // The private pool an allocation on `stream` comes from now: the capture's, or 0.
+  uint64_t pool_for(cudaStream_t stream) const {
+    for (const auto& [id, capturing] : captures_)
+      if (capturing == stream) return id;
+    return 0;
+  }
+
+  // The smallest free block of (private pool, stream) holding `size` bytes, removed from the pool;
+  // or nullptr.
+  static Block* take_free_block(BlockPool& pool, uint64_t private_pool, cudaStream_t stream, size_t size) {
+    Block key(nullptr, size, stream, false, private_pool);
     auto it = pool.lower_bound(&key);
-    if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    if (it == pool.end() || (*it)->stream != stream || (*it)->pool != private_pool) return nullptr;
     Block* block = *it;
     pool.erase(it);
     return block;
   }
 
-  Block* new_segment(BlockPool& pool, cudaStream_t stream, size_t size, size_t nbytes) {
+  Block* new_segment(BlockPool& pool, uint64_t private_pool, cudaStream_t stream, size_t size, size_t nbytes) {
     const size_t bytes = segment_size(size);
     void* ptr = nullptr;
     ++stats_.num_device_mallocs;
-    cudaError_t status = cudaMalloc(&ptr, bytes);
-    if (status == cudaErrorMemoryAllocation) {
+    cudaError_t status = malloc_maybe_capturing(&ptr, bytes);
+    if (status == cudaErrorMemoryAllocation && captures_.empty()) {
       (void)cudaGetLastError();
       ++stats_.num_alloc_retries;
       release_cached_segments();
@@ -187,7 +250,19 @@ class DeviceCache {
     }
     stats_.reserved_bytes += bytes;
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-    return new Block(ptr, bytes, stream, &pool == &small_);
+    return new Block(ptr, bytes, stream, &pool == &small_, private_pool);
+  }
+
+  // cudaMalloc is not captured, and the graph keeps what it gets: safe during capture, so it runs
+  // in relaxed mode there (a global-mode capture would otherwise refuse it).
+  cudaError_t malloc_maybe_capturing(void** ptr, size_t bytes) {
+    if (captures_.empty()) return cudaMalloc(ptr, bytes);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t status = cudaThreadExchangeStreamCaptureMode(&mode);
+    if (status != cudaSuccess) return status;
+    status = cudaMalloc(ptr, bytes);
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
+    return status;
   }
 
   [[noreturn]] void throw_out_of_memory(size_t nbytes) {
@@ -281,18 +356,24 @@ class DeviceCache {
     delete neighbour;
   }
 
-  // cudaFree of every segment that is one free block. Waits for pending events first so blocks
-  // held back for other streams can go too.
+  // cudaFree of every segment that is one free block, except those of live graph pools. Waits for
+  // pending events first so blocks held back for other streams can go too. Never during a capture.
   void release_cached_segments() {
+    if (!captures_.empty()) return;
     for (auto& [event, block] : pending_) {
       (void)block;
       TG_CUDA_CHECK(cudaEventSynchronize(event), "cuda allocator");
     }
     process_events();
+    release_free_segments([&](const Block* b) { return b->pool == 0 || private_pools_.count(b->pool) == 0; });
+  }
+
+  template <class Which>
+  void release_free_segments(const Which& which) {
     for (BlockPool* pool : {&small_, &large_}) {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* block = *it;
-        if (block->prev != nullptr || block->next != nullptr) {
+        if (block->prev != nullptr || block->next != nullptr || !which(block)) {
           ++it;
           continue;
         }
@@ -312,6 +393,12 @@ class DeviceCache {
   std::vector<std::pair<cudaEvent_t, Block*>> pending_;
   std::vector<cudaEvent_t> spare_events_;
   cuda::MemoryStats stats_;
+  struct PrivatePool {
+    int users = 0;  // graphs holding it
+  };
+  std::unordered_map<uint64_t, PrivatePool> private_pools_;  // live ones
+  std::vector<std::pair<uint64_t, cudaStream_t>> captures_;  // running captures: (pool, stream)
+  std::vector<Block*> deferred_;                              // freed during a capture, uses elsewhere
 };
 
 // One cache per device, created on first use and never destroyed: tensors freed during static
@@ -401,6 +488,19 @@ void CachingAllocator::empty_cache() {
 void CachingAllocator::record_stream(const void* ptr, int device, cudaStream_t stream) {
   if (ptr == nullptr) return;
   device_caches()[static_cast<size_t>(resolve_device(device, "cuda::record_stream"))]->record_stream(ptr, stream);
+}
+
+void CachingAllocator::begin_allocate_to_pool(int device, uint64_t pool, cudaStream_t stream) {
+  device_caches()[static_cast<size_t>(resolve_device(device, "cuda::Graph"))]->begin_allocate_to_pool(pool, stream);
+}
+
+void CachingAllocator::end_allocate_to_pool(int device, uint64_t pool) {
+  device_caches()[static_cast<size_t>(resolve_device(device, "cuda::Graph"))]->end_allocate_to_pool(pool);
+}
+
+void CachingAllocator::release_pool(int device, uint64_t pool) {
+  cuda::DeviceGuard guard(device);
+  device_caches()[static_cast<size_t>(resolve_device(device, "cuda::Graph"))]->release_pool(pool);
 }
 
 CachingAllocator& caching_allocator() {

@@ -23,6 +23,14 @@ class CachingAllocator : public Allocator {
   void empty_cache();  // every device
   // See cuda::record_stream; `ptr` is the base of a block of `device` (others are ignored).
   void record_stream(const void* ptr, int device, cudaStream_t stream);
+
+  // Graph capture (Note [graph pools]): while a capture on `stream` runs, its allocations come from
+  // the private pool `pool` (created at the first begin, shared by later begins with the same id).
+  void begin_allocate_to_pool(int device, uint64_t pool, cudaStream_t stream);
+  void end_allocate_to_pool(int device, uint64_t pool);
+  // One user of the pool (a graph) is gone; with none left its free memory is released, and the
+  // rest as the tensors holding it are freed (by empty_cache()).
+  void release_pool(int device, uint64_t pool);
 };
 
 CachingAllocator& caching_allocator();

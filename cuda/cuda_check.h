@@ -8,10 +8,28 @@
 
 namespace tapegrad::cuda_backend {
 
+// graph.cpp: remembers the first call of the thread's running capture that could not be captured
+// (Note [capture failures]).
+void note_capture_failure(const char* where, const char* call, cudaError_t status);
+
+// The statuses with which CUDA refuses a call during stream capture.
+inline bool is_capture_error(cudaError_t status) {
+  return status == cudaErrorStreamCaptureUnsupported || status == cudaErrorStreamCaptureInvalidated ||
+         status == cudaErrorStreamCaptureImplicit || status == cudaErrorStreamCaptureIsolation ||
+         status == cudaErrorCapturedEvent;
+}
+
 // Clears the thread's last-error state first: CUDA keeps a failed call's status until
 // cudaGetLastError() reads it, and the next launch check would report this failure again.
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* where) {
   (void)cudaGetLastError();
+  if (is_capture_error(status)) {
+    note_capture_failure(where, call, status);
+    detail::throw_error(detail::str_cat(where, ": CUDA call ", call, " failed during CUDA graph capture: ",
+                                        cudaGetErrorName(status), " (", cudaGetErrorString(status), "). ", where,
+                                        " waits for the GPU or copies pageable host memory, which a captured region "
+                                        "may not do (see docs/cuda_graphs.md)"));
+  }
   detail::throw_error(detail::str_cat(where, ": CUDA call ", call, " failed: ", cudaGetErrorName(status), " (",
                                       cudaGetErrorString(status), ")"));
 }

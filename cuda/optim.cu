@@ -53,6 +53,18 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* v_max, int64_t n, m
   TG_GRID_STRIDE_LOOP(i, n) adam_element(p, g, m, v, v_max, i, h);
 }
 
+// Capturable Adam's step counts, one thread each, before the update that reads them.
+constexpr int kMaxStepCounts = 64;
+struct StepCounts {
+  float* counts[kMaxStepCounts];
+  int n;
+};
+
+__global__ void increment_steps_kernel(StepCounts steps) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < steps.n) steps.counts[i][0] += 1.0f;
+}
+
 // Multi-tensor: addresses are (param, grad, momentum_buffer) and (param, grad, exp_avg,
 // exp_avg_sq, max_exp_avg_sq); each block updates one chunk of one parameter.
 template <class T>
@@ -65,7 +77,8 @@ __global__ void sgd_many_kernel(TensorListMetadata<3> meta, math::SgdHyper h) {
 }
 
 template <class T>
-__global__ void adam_many_kernel(TensorListMetadata<5> meta, math::AdamHyper h) {
+__global__ void adam_many_kernel(TensorListMetadata<5> meta, math::AdamHyper hyper) {
+  const math::AdamHyper h = math::adam_hyper_resolved(hyper);
   const BlockChunk c = block_chunk(meta);
   T* p = static_cast<T*>(meta.addresses[0][c.tensor]);
   const T* g = static_cast<const T*>(meta.addresses[1][c.tensor]);
@@ -160,6 +173,29 @@ void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::S
   }
 }
 
+// Capturable Adam: adds 1 to the step counts of the group's parameters on the device (one launch
+// per 64 of them), and returns `hyper` pointing at the first count. Without counts, `hyper`.
+math::AdamHyper increment_step_counts(const std::vector<backend::AdamTensors>& params, const GroupKey& key,
+                                      math::AdamHyper hyper) {
+  StepCounts steps{};
+  auto flush = [&] {
+    if (steps.n == 0) return;
+    TG_LAUNCH_KERNEL(1, kMaxStepCounts, 0, current_stream(), increment_steps_kernel)(steps);
+    TG_CUDA_CHECK_LAUNCH("adam_step_many");
+    steps.n = 0;
+  };
+  for (const backend::AdamTensors& e : params) {
+    if (!e.step.defined() || e.param.device().index() != key.first || e.param.dtype() != key.second) continue;
+    TG_ASSERT(e.step.dtype() == kFloat32 && e.step.numel() == 1 && e.step.device() == e.param.device(),
+              "adam_step_many: a step count that is not one float32 on the parameter's device");
+    if (hyper.step == nullptr) hyper.step = static_cast<const float*>(e.step.data_ptr());
+    steps.counts[steps.n++] = static_cast<float*>(e.step.data_ptr());
+    if (steps.n == kMaxStepCounts) flush();
+  }
+  flush();
+  return hyper;
+}
+
 void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper) {
   const char* op = "adam_step_many";
   for (const backend::AdamTensors& e : params) {
@@ -172,10 +208,11 @@ void adam_step_many(const std::vector<backend::AdamTensors>& params, const math:
   });
   for (const auto& group : groups) {
     cuda::DeviceGuard guard(group.first.first);
+    const math::AdamHyper group_hyper = increment_step_counts(params, group.first, hyper);
     dispatch_floating_and_half(group.first.second, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       multi_tensor_apply<5>(group.second, [&](const TensorListMetadata<5>& meta, int blocks) {
-        TG_LAUNCH_KERNEL(blocks, kMultiTensorThreads, 0, current_stream(), adam_many_kernel<T>)(meta, hyper);
+        TG_LAUNCH_KERNEL(blocks, kMultiTensorThreads, 0, current_stream(), adam_many_kernel<T>)(meta, group_hyper);
         TG_CUDA_CHECK_LAUNCH(op);
       });
     });

@@ -14,6 +14,7 @@
 #include <cxxopts.hpp>
 
 #include "amp_cli.h"
+#include "cuda_graph_cli.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -37,6 +38,7 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
   add_metrics_options(cli);
   add_distributed_options(cli);
   add_amp_options(cli);
+  add_cuda_graph_options(cli);
 }
 
 // The training options, read and range-checked once.
@@ -112,6 +114,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   const DistributedRun run(args);
   const Device device = run.pick_device(args["device"].as<std::string>());
   AmpSession amp(args, device);  // training and evaluation under --amp
+  GraphedStep graphed(args, device);
   std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
@@ -130,7 +133,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   const std::unique_ptr<BatchSampler> shard = run.shard(dataset.size(), options.batch_size, options.seed);
   DataLoader loader = shard ? DataLoader(dataset, *shard) : DataLoader(dataset, loader_options);
 
-  optim::Adam opt(model.parameters(), optim::AdamOptions(options.lr));
+  optim::Adam opt(model.parameters(), optim::AdamOptions(options.lr).capturable(graphed.enabled()));
   nn::CrossEntropyLoss loss_fn;
   int64_t first_epoch = 1;
   if (!options.resume.empty()) {
@@ -162,8 +165,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   }
   // After --resume, so that DDP's broadcast of rank 0's weights is a formality.
   const auto ddp = run.wrap(model);
-  std::printf("%s on %s%s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
-              run.describe().c_str(), amp.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
+  std::printf("%s on %s%s%s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
+              run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
               static_cast<long long>(loader_options.batch_size * run.size()));
 
   int64_t global_step = (first_epoch - 1) * static_cast<int64_t>(loader.size());  // optimiser steps so far
@@ -175,9 +178,12 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     int64_t steps = 0, images = 0;
     for (const Example& batch : loader) {
       const Tensor input = batch.input.to(device);
-      Tensor loss = loss_fn(ddp ? ddp->forward(input) : model.forward(input), batch.target.to(device));
-      opt.zero_grad();
-      amp.backward_and_step(loss, opt);
+      Tensor loss = graphed.run(input, batch.target.to(device), [&](const Tensor& x, const Tensor& y) {
+        Tensor l = loss_fn(ddp ? ddp->forward(x) : model.forward(x), y);
+        opt.zero_grad();
+        amp.backward_and_step(l, opt);
+        return l;
+      });
       const double value = loss.item();
       // Over all ranks, so that every rank stops at the same step instead of leaving the others waiting.
       check_finite_loss(run.enabled() ? run.sum(value) : value,

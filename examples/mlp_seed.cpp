@@ -3,11 +3,13 @@
 // loss every 100 batches and the mean time per training step; --metrics / --tensorboard log the
 // loss, learning rate and examples/s at those points; --summary prints the model's summary first.
 // --distributed (under mpirun): each process trains its slice of every batch of batch-size x N.
+// --cuda-graph: the step captured once in a CUDA graph and replayed (cuda_graph_cli.h).
 #include <cstdio>
 
 #include <cxxopts.hpp>
 
 #include "amp_cli.h"
+#include "cuda_graph_cli.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   examples::add_profile_options(cli);
   examples::add_distributed_options(cli);
   examples::add_amp_options(cli);
+  examples::add_cuda_graph_options(cli);
   return examples::run_example("mlp_seed", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
@@ -41,13 +44,14 @@ int main(int argc, char** argv) {
     const examples::DistributedRun run(args);
     const Device device = run.pick_device(args["device"].as<std::string>());
     examples::AmpSession amp(args, device);
+    examples::GraphedStep graphed(args, device);
     std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
 
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
         std::make_shared<nn::Linear>(1000, 512), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(512, 10)});
     model->to(device);
     const auto ddp = run.wrap(*model);
-    optim::Adam opt(model->parameters(), optim::AdamOptions(lr));
+    optim::Adam opt(model->parameters(), optim::AdamOptions(lr).capturable(graphed.enabled()));
     nn::CrossEntropyLoss loss_fn;
 
     // A pool of random batches made up front, so the timing is of training alone. Every rank draws
@@ -64,14 +68,17 @@ int main(int argc, char** argv) {
       summary_options.optimizer_state_bytes_per_element = 8;  // Adam's two float32 moments
       std::printf("%s", nn::summary(*model, xs[0], summary_options).table.c_str());
     }
-    std::printf("mlp_seed on %s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(), run.describe().c_str(),
-                amp.describe().c_str(), batches, static_cast<long long>(global_batch), get_num_threads());
+    std::printf("mlp_seed on %s%s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(),
+                run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), batches, static_cast<long long>(global_batch), get_num_threads());
     examples::Stopwatch total, interval;
     int last_logged = 0;
     for (int step = 1; step <= batches; ++step) {
-      Tensor loss = loss_fn(ddp ? ddp->forward(xs[step % pool]) : model->forward(xs[step % pool]), ys[step % pool]);
-      opt.zero_grad();
-      amp.backward_and_step(loss, opt);
+      Tensor loss = graphed.run(xs[step % pool], ys[step % pool], [&](const Tensor& x, const Tensor& y) {
+        Tensor l = loss_fn(ddp ? ddp->forward(x) : model->forward(x), y);
+        opt.zero_grad();
+        amp.backward_and_step(l, opt);
+        return l;
+      });
       // Read only where printed: a read per step would be a device sync per step on a GPU.
       if (step % 100 == 0 || step == batches) {
         const double value = run.sum(loss.item()) / run.size();  // every rank's slice weighs the same

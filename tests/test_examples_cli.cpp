@@ -475,5 +475,15 @@ TEST_F(ExamplesCli, AmpFlag) {
   }
 }
 
+// --cuda-graph: a CUDA-only flag, refused with a clear message on the CPU (the capture itself is
+// tested in test_cuda_graph.cpp).
+TEST_F(ExamplesCli, CudaGraphFlagNeedsCuda) {
+  testing::write_fashion_folder(data(), 32, 10);
+  for (const char* program : {"mlp_seed", "mlp_fashion", "lstm_fashion"}) {
+    const std::string base = std::string(program) == "mlp_seed" ? "--device cpu --batches 3" : fashion("--epochs 1");
+    expect_usage_error(program, base + " --cuda-graph", "--cuda-graph needs a CUDA device, got cpu");
+  }
+}
+
 }  // namespace
 }  // namespace tapegrad

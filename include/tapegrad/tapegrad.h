@@ -16,6 +16,7 @@
 #include "tapegrad/core/tensor.h"
 #include "tapegrad/cuda/blas_settings.h"
 #include "tapegrad/cuda/device.h"
+#include "tapegrad/cuda/graph.h"
 #include "tapegrad/cuda/memory.h"
 #include "tapegrad/cuda/stream.h"
 #include "tapegrad/data/dataloader.h"

@@ -45,6 +45,10 @@ struct SgdTensors {
 };
 struct AdamTensors {
   Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  // Capturable Adam: the parameter's step count, float32 [] on its device (undefined otherwise).
+  // adam_step_many adds 1 to every one, then takes the bias corrections from the first (the
+  // optimiser groups only parameters whose counts are equal).
+  Tensor step;
 };
 
 struct CudnnLstmKernels;  // backend/cudnn_lstm.h

@@ -287,7 +287,12 @@ void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::S
 // Updates every param, exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq in place.
 void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper) {
   check_floating_params(params, "adam_step_many");
-  const AdamPlan plan(hyper);
+  math::AdamHyper h = hyper;
+  if (!params.empty() && params[0].step.defined()) {  // capturable: the count is the tensor's
+    for (const backend::AdamTensors& e : params) *static_cast<float*>(e.step.data_ptr()) += 1.0f;
+    h.step = static_cast<const float*>(params[0].step.data_ptr());
+  }
+  const AdamPlan plan(math::adam_hyper_resolved(h));
   for_each_element_range(params, kAdamGrain, [&](const backend::AdamTensors& e, int64_t begin, int64_t end) {
     if (e.param.dtype() == kFloat32)
       plan.run(adam_pointers<float>(e.param, e.grad, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq), begin, end);

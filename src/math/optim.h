@@ -113,7 +113,30 @@ struct AdamHyper {
   bool amsgrad;
   double bias_correction1;      // 1 - beta1^step
   double bias_correction2_sqrt; // sqrt(1 - beta2^step)
+  // Capturable Adam: the step count on the parameters' device, incremented by the backend before
+  // the update; the kernels then take the bias corrections from it (adam_hyper_at_step), not from
+  // the two fields above. Null: the fields above hold. Set by the backend, never by callers.
+  const float* step = nullptr;
 };
+
+// The hyperparameters at `step` (the bias corrections). The host (plain Adam) and the kernels
+// (capturable Adam, from the device's step count) both use this, so both give the same bits.
+TG_HD AdamHyper adam_hyper_at_step(AdamHyper h, double step) {
+#if defined(__CUDA_ARCH__)
+  h.bias_correction1 = 1.0 - pow(h.beta1, step);
+  h.bias_correction2_sqrt = sqrt(1.0 - pow(h.beta2, step));
+#else
+  h.bias_correction1 = 1.0 - std::pow(h.beta1, step);
+  h.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, step));
+#endif
+  h.step = nullptr;
+  return h;
+}
+
+// What the update of one step uses: `h` itself, or (capturable) `h` at the device's step count.
+TG_HD AdamHyper adam_hyper_resolved(const AdamHyper& h) {
+  return h.step != nullptr ? adam_hyper_at_step(h, static_cast<double>(*h.step)) : h;
+}
 
 enum class AdamDecay {
   None,       // weight_decay == 0

@@ -6,6 +6,7 @@
 #include "backend/kernel_table.h"
 #include "optim/param_state.h"
 #include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/cuda/graph.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/optim/optimizer.h"
 
@@ -66,16 +67,8 @@ namespace {
 
 math::AdamHyper hyper_of(const ParamGroup& g, bool decoupled, int64_t step) {
   const auto [beta1, beta2] = g.betas();
-  const double s = static_cast<double>(step);
-  return {g.lr(),
-          beta1,
-          beta2,
-          g.eps(),
-          g.weight_decay(),
-          decoupled,
-          g.amsgrad(),
-          1.0 - std::pow(beta1, s),
-          std::sqrt(1.0 - std::pow(beta2, s))};
+  const math::AdamHyper h{g.lr(), beta1, beta2, g.eps(), g.weight_decay(), decoupled, g.amsgrad(), 0.0, 0.0};
+  return math::adam_hyper_at_step(h, static_cast<double>(step));
 }
 
 // Equal options and step give equal bias corrections, so those need no comparing.
@@ -92,6 +85,11 @@ void Adam::step() {
   NoGradGuard no_grad;
   const char* name = this->name();
   check_groups();
+  // Under capture the host's step count and bias corrections would be baked into the graph.
+  const bool capturing = cuda::is_current_stream_capturing();
+  TG_CHECK(!capturing || options_.capturable_, name,
+           ": step() is being captured in a CUDA graph, which needs AdamOptions().capturable(true) (the step "
+           "count and bias corrections must live on the device to advance on every replay)");
   state_.resize(params_.size());
   struct Bucket {
     Device device;
@@ -119,6 +117,11 @@ void Adam::step() {
     f.exp_avg = follow_parameter(s.exp_avg, p, name, i, "exp_avg");
     f.exp_avg_sq = follow_parameter(s.exp_avg_sq, p, name, i, "exp_avg_sq");
     f.max_exp_avg_sq = follow_parameter(s.max_exp_avg_sq, p, name, i, "max_exp_avg_sq");
+    if (s.step_count.defined() && s.step_count.device() != p.device()) f.step_count = s.step_count.to(p.device());
+    else f.step_count = s.step_count;
+    TG_CHECK(!capturing || (f.exp_avg.defined() && f.step_count.defined()), name, ": parameter ", i,
+             " has no state yet, and a captured step cannot create it (a replay would create it again); run a "
+             "warm-up step before capturing");
   }
   size_t i = 0;
   for (const ParamGroup& group : groups_) {
@@ -134,6 +137,8 @@ void Adam::step() {
         s.exp_avg_sq = zeros_like(p);
       }
       if (amsgrad && !s.max_exp_avg_sq.defined()) s.max_exp_avg_sq = zeros_like(p);
+      if (options_.capturable_ && !s.step_count.defined())
+        s.step_count = full({}, static_cast<double>(s.step), TensorOptions().dtype(kFloat32).device(p.device()));
       // Cannot fail after follow_parameter; kept as the kernels' guard against mismatched buffers.
       check_update_buffer(s.exp_avg, p, name, i, "exp_avg");
       check_update_buffer(s.exp_avg_sq, p, name, i, "exp_avg_sq");
@@ -145,13 +150,16 @@ void Adam::step() {
       });
       if (bucket == buckets.end())
         bucket = buckets.insert(buckets.end(), Bucket{p.device(), p.dtype(), s.step, hyper, {}});
-      bucket->tensors.push_back({p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq});
+      bucket->tensors.push_back({p, g, s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq, s.step_count});
     }
   }
   for (const Bucket& bucket : buckets) {
     auto many = backend::kernels(bucket.device).adam_step_many;
     if (options_.foreach_ && many != nullptr) {
       many(bucket.tensors, bucket.hyper);
+    } else if (options_.capturable_) {  // the step counts are updated by the multi-tensor slot only
+      auto one = TG_KERNEL(bucket.device, adam_step_many);
+      for (const backend::AdamTensors& t : bucket.tensors) one({t}, bucket.hyper);
     } else {
       auto one = TG_KERNEL(bucket.device, adam_step);
       for (const backend::AdamTensors& t : bucket.tensors)
@@ -167,7 +175,9 @@ StateDict Adam::param_state_dict() const {
     const State& s = state_[i];
     if (!s.exp_avg.defined()) continue;
     std::string prefix = std::to_string(i) + ".";
-    state.emplace_back(prefix + "step", full({}, static_cast<double>(s.step), kFloat32));
+    // Capturable: the device's count, which graph replays advanced without the host knowing.
+    state.emplace_back(prefix + "step", s.step_count.defined() ? s.step_count.to(kCPU).clone()
+                                                                : full({}, static_cast<double>(s.step), kFloat32));
     state.emplace_back(prefix + "exp_avg", s.exp_avg);
     state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq);
     if (s.max_exp_avg_sq.defined()) state.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq);
@@ -207,6 +217,12 @@ void Adam::load_param_state(const StateDict& entries, const std::vector<ParamGro
                    (!group.amsgrad() || s.max_exp_avg_sq.defined()),
                name, ".load_state_dict: incomplete state for parameter ", i);
     }
+  }
+  if (options_.capturable_) {
+    for (size_t k = 0; k < loaded.size(); ++k)
+      if (loaded[k].exp_avg.defined())
+        loaded[k].step_count = full({}, static_cast<double>(loaded[k].step),
+                                    TensorOptions().dtype(kFloat32).device(params_[k].device()));
   }
   state_ = loaded;
 }

@@ -5,6 +5,7 @@
 #include "backend/kernel_table.h"
 #include "optim/param_state.h"
 #include "tapegrad/autograd/grad_mode.h"
+#include "tapegrad/cuda/graph.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/optim/optimizer.h"
 
@@ -63,6 +64,7 @@ bool same_hyper(const math::SgdHyper& a, const math::SgdHyper& b) {
 void SGD::step() {
   NoGradGuard no_grad;
   check_groups();
+  const bool capturing = cuda::is_current_stream_capturing();
   momentum_buffers_.resize(params_.size());
   struct Bucket {
     Device device;
@@ -94,6 +96,10 @@ void SGD::step() {
       bool first = false;
       if (group.momentum() != 0) {
         if (!momentum_buffers_[i].defined()) {
+          // Its first step copies the gradient in; a replay would do that again every time.
+          TG_CHECK(!capturing, "SGD: parameter ", i,
+                   " has no momentum buffer yet, and a captured step cannot create it (a replay would create it "
+                   "again); run a warm-up step before capturing");
           momentum_buffers_[i] = empty_like(p);
           first = true;
         }

@@ -1,5 +1,7 @@
 // Optimisers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, with PyTorch's
-// exact update rules and defaults. A step updates the parameters that share a device, a dtype, a
+// exact update rules and defaults. In a CUDA graph capture (tapegrad/cuda/graph.h), Adam needs
+// AdamOptions::capturable(true), and both need a warm-up step first (state created by a step cannot
+// be captured: a replay would create it again); step() throws a clear Error otherwise. A step updates the parameters that share a device, a dtype, a
 // step count and the same hyperparameters together, in one multi-tensor pass where the backend has
 // one (one or a few kernel launches for a whole model on a GPU), else in one fused pass per
 // parameter. foreach(false) forces the per-parameter passes; on the CPU both give bit-identical
@@ -204,9 +206,15 @@ struct AdamOptions {
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   AdamOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
   AdamOptions& foreach(bool v) { foreach_ = v; return *this; }  // multi-tensor updates where available
+  // PyTorch's capturable=True: each parameter's step count lives in a float32 tensor on its device,
+  // incremented by the update itself, and the bias corrections are computed there, so a step
+  // captured in a cuda::Graph is right on every replay. The results equal the plain Adam's. The
+  // learning rate stays a host value: fixed in a captured step (docs/cuda_graphs.md).
+  AdamOptions& capturable(bool v) { capturable_ = v; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
   bool amsgrad_ = false;
   bool foreach_ = true;
+  bool capturable_ = false;
 };
 
 class Adam : public Optimizer {
@@ -228,8 +236,9 @@ class Adam : public Optimizer {
 
  private:
   struct State {
-    int64_t step = 0;
+    int64_t step = 0;  // counted on the host too (behind the device's after graph replays)
     Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+    Tensor step_count;  // capturable: float32 [] on the parameter's device, the true count
   };
   AdamOptions options_;
   bool decoupled_;

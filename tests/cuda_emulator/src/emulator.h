@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cublas_v2.h"
 
@@ -27,6 +28,10 @@
 
 #include "cuda_runtime.h"
 
+namespace tapegrad_emu {
+struct CaptureSequence;  // graph.cpp
+}
+
 struct CUstream_st {
   int device = 0;
   bool blocking = true;  // synchronises with the legacy default stream
@@ -35,6 +40,7 @@ struct CUstream_st {
   uint64_t enqueued = 0;  // work items queued so far
   uint64_t executed = 0;  // of those, run so far (in order)
   std::deque<std::function<void()>> queue;
+  tapegrad_emu::CaptureSequence* capture = nullptr;  // the capture it records into (graph.cpp)
 };
 
 struct CUevent_st {
@@ -45,6 +51,8 @@ struct CUevent_st {
   uint64_t sequence = 0;          // complete once stream->executed reaches it
   uint64_t generation = 0;        // of the latest record, so an older record's task cannot stamp it
   double time_ms = 0;             // host time when the record ran
+  tapegrad_emu::CaptureSequence* capture = nullptr;  // last recorded into this (ongoing) capture
+  unsigned long long capture_id = 0;                 // that capture's id (the pointer may be reused)
 };
 
 namespace tapegrad_emu {
@@ -100,6 +108,35 @@ void check_allocation_guards(int device, const char* after);
 // cudaFuncSetAttribute raised it; null: 48 KiB), and the calling thread's latest launch's result.
 size_t dynamic_shared_limit(const void* function);
 cudaError_t& last_launch_error();
+// graph.cpp: stream capture. A pointer range a recorded node touches, checked again at replay.
+struct TouchedRange {
+  const void* pointer;
+  size_t bytes;
+  const char* what;
+};
+// When `stream` is capturing: records `work` (dropped if the capture was invalidated) and returns
+// true; otherwise false and the caller queues it.
+bool capture_record(CUstream_st* stream, std::function<void()>& work, const char* name,
+                    std::vector<TouchedRange> touched = {});
+// The error an enqueueing call on `stream` must return because of capture, or cudaSuccess:
+// invalidated capture, or the legacy stream used while a blocking stream of its device captures.
+cudaError_t capture_enqueue_check(CUstream_st* stream, const char* call);
+// A call that waits for `stream` (synchronize, query): fails, invalidating it, while it captures.
+cudaError_t capture_sync_check(CUstream_st* stream, const char* call);
+// A call CUDA calls potentially unsafe during capture (cudaMalloc, cudaFree, synchronous copies,
+// cudaDeviceSynchronize): fails, invalidating the captures it conflicts with, where prohibited.
+cudaError_t capture_unsafe_check(const char* call);
+// cudaDeviceSynchronize: fails while a stream of `device` captures (it would wait forever).
+cudaError_t capture_device_sync_check(int device, const char* call);
+// A copy between device and pageable host memory on a capturing stream: unsupported.
+cudaError_t capture_pageable_check(CUstream_st* stream, const char* call);
+// cudaEventRecord / cudaStreamWaitEvent / event queries during capture; `handled` says whether
+// the capture took care of the call (nothing to queue).
+cudaError_t capture_event_record(CUevent_st* event, CUstream_st* stream, bool& handled);
+cudaError_t capture_stream_wait(CUstream_st* stream, CUevent_st* event, bool& handled);
+cudaError_t capture_event_sync_check(CUevent_st* event, const char* call);
+// A stream being destroyed: its capture, if any, is invalidated.
+void capture_forget_stream(CUstream_st* stream);
 
 // grid_runner.cpp: runs every block of a grid on the calling thread; false after a violation.
 bool run_grid(const LaunchConfig& config, KernelTask& task, int device, uint64_t launch_id);

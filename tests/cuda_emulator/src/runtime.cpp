@@ -117,6 +117,26 @@ const char* base_error_string(cudaError_t e) {
       return "invalid device function";
     case cudaErrorCooperativeLaunchTooLarge:
       return "too many blocks in cooperative launch";
+    case cudaErrorIllegalState:
+      return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge:
+      return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched:
+      return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined:
+      return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent:
+      return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
   }
   return "unrecognized error code";
 }
@@ -299,6 +319,7 @@ void flush_all() {
 
 void enqueue(CUstream_st* stream, std::function<void()> work) {
   State& s = state();
+  if (capture_record(stream, work, "queued work")) return;  // recorded into a graph, not run
   // The legacy default stream and the blocking streams of its device wait for each other.
   if (stream->legacy) {
     for (CUstream_st* other : s.streams) {
@@ -416,9 +437,13 @@ void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const 
   if (stream->device != tls_device)
     return bad(cudaErrorInvalidResourceHandle, "launched on a stream of cuda:" + std::to_string(stream->device) +
                                                    " while cuda:" + std::to_string(tls_device) + " is current");
+  if (cudaError_t e = capture_enqueue_check(stream, "kernel launch"); e != cudaSuccess)
+    return bad(e, "launched on a stream whose capture was invalidated, or on the legacy stream during a capture");
+  std::vector<TouchedRange> touched;
   for (size_t i = 0; i < pointer_count; ++i) {
     const void* p = pointers[i].pointer;
     if (p == nullptr) continue;
+    touched.push_back(TouchedRange{p, 0, "a pointer argument"});
     const Allocation* a = find_allocation(p, 0);
     const std::string which = "argument " + std::to_string(pointers[i].position) + " (" + describe(p) + ")";
     if (a == nullptr) return bad(cudaErrorInvalidValue, which + " points to host memory, not device memory");
@@ -432,13 +457,15 @@ void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const 
   LaunchConfig copy = config;
   auto name = std::make_shared<std::string>(kernel);
   copy.kernel = name->c_str();
-  enqueue(stream, [copy, shared, name, device, id] {
+  std::function<void()> work = [copy, shared, name, device, id] {
     const int saved = tls_device;
     tls_device = device;
     run_grid(copy, *shared, device, id);
     check_allocation_guards(device, ("kernel " + *name).c_str());
     tls_device = saved;
-  });
+  };
+  if (capture_record(stream, work, name->c_str(), std::move(touched))) return;
+  enqueue(stream, std::move(work));
 }
 
 }  // namespace tapegrad_emu
@@ -470,6 +497,16 @@ const char* cudaGetErrorName(cudaError_t error) {
     EMU_NAME(cudaErrorLaunchFailure)
     EMU_NAME(cudaErrorInvalidDeviceFunction)
     EMU_NAME(cudaErrorCooperativeLaunchTooLarge)
+    EMU_NAME(cudaErrorIllegalState)
+    EMU_NAME(cudaErrorStreamCaptureUnsupported)
+    EMU_NAME(cudaErrorStreamCaptureInvalidated)
+    EMU_NAME(cudaErrorStreamCaptureMerge)
+    EMU_NAME(cudaErrorStreamCaptureUnmatched)
+    EMU_NAME(cudaErrorStreamCaptureUnjoined)
+    EMU_NAME(cudaErrorStreamCaptureIsolation)
+    EMU_NAME(cudaErrorStreamCaptureImplicit)
+    EMU_NAME(cudaErrorCapturedEvent)
+    EMU_NAME(cudaErrorStreamCaptureWrongThread)
 #undef EMU_NAME
   }
   return "cudaErrorUnknown";
@@ -579,6 +616,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 cudaError_t cudaDeviceSynchronize() {
   EMU_LOCK;
   if (!valid_device(tls_device)) return fail(cudaErrorNoDevice, "no device");
+  if (cudaError_t e = capture_device_sync_check(tls_device, "cudaDeviceSynchronize"); e != cudaSuccess) return e;
   flush_device(tls_device);
   return sync_result(tls_device);
 }
@@ -597,6 +635,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue, "cudaMalloc: null pointer to the result");
   *ptr = nullptr;
   if (!valid_device(tls_device)) return fail(cudaErrorNoDevice, "no device");
+  if (cudaError_t e = capture_unsafe_check("cudaMalloc"); e != cudaSuccess) return e;
   if (size == 0) return cudaSuccess;
   Device& d = *state().devices[static_cast<size_t>(tls_device)];
   void* p = size <= kDeviceMemory - d.used ? allocate_guarded(size) : nullptr;
@@ -618,6 +657,7 @@ cudaError_t cudaFree(void* ptr) {
   auto it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == s.allocations.end() || it->second.device < 0)
     return fail(cudaErrorInvalidValue, "cudaFree(" + describe(ptr) + "): not the start of a device allocation");
+  if (cudaError_t e = capture_unsafe_check("cudaFree"); e != cudaSuccess) return e;
   const int device = it->second.device;
   flush_all();
   it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
@@ -638,6 +678,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue, "cudaHostAlloc: null pointer to the result");
   *ptr = nullptr;
   if (device_count() == 0) return fail(cudaErrorNoDevice, "no device");
+  if (cudaError_t e = capture_unsafe_check("cudaHostAlloc"); e != cudaSuccess) return e;
   void* p = size <= (size_t(1) << 40) ? host_allocate(size) : nullptr;
   if (p == nullptr) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc of " + std::to_string(size) + " bytes");
   state().allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{reinterpret_cast<uintptr_t>(p), size, -1};
@@ -656,6 +697,7 @@ cudaError_t cudaFreeHost(void* ptr) {
   auto it = s.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == s.allocations.end() || it->second.device >= 0)
     return fail(cudaErrorInvalidValue, "cudaFreeHost(" + describe(ptr) + "): not a pinned allocation");
+  if (cudaError_t e = capture_unsafe_check("cudaFreeHost"); e != cudaSuccess) return e;
   flush_all();  // a queued copy may still read it
   s.allocations.erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
@@ -670,6 +712,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   if (e != cudaSuccess) return e;
   CUstream_st* s = resolve_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: not a live stream");
+  if (cudaError_t ce = capture_enqueue_check(s, "cudaMemcpyAsync"); ce != cudaSuccess) return ce;
+  const bool pageable = (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) ||
+                        ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) && !is_pinned_range(dst, count));
+  if (pageable) {
+    if (cudaError_t ce = capture_pageable_check(s, "cudaMemcpyAsync"); ce != cudaSuccess) return ce;
+  }
   const int device = s->device;
   if (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) {
     // Pageable memory is staged at the call, so the caller may reuse it at once (as CUDA allows).
@@ -681,10 +729,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     });
     return cudaSuccess;
   }
-  enqueue(s, [dst, src, count, device] {
+  std::function<void()> copy = [dst, src, count, device] {
     std::memmove(dst, src, count);
     check_allocation_guards(device, "a copy");
-  });
+  };
+  if (capture_record(s, copy, "cudaMemcpyAsync",
+                     {TouchedRange{dst, count, "the copy's destination"}, TouchedRange{src, count, "the copy's source"}}))
+    return cudaSuccess;
+  enqueue(s, std::move(copy));
   // Into pageable host memory the call returns once the data is there.
   if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) && !is_pinned_range(dst, count)) {
     flush(s);
@@ -695,6 +747,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   EMU_LOCK;
+  if (cudaError_t e = capture_unsafe_check("cudaMemcpy"); e != cudaSuccess) return e;
   cudaError_t e = cudaMemcpyAsync(dst, src, count, kind, nullptr);
   if (e != cudaSuccess) return e;
   flush(resolve_stream(nullptr));
@@ -709,12 +762,17 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
                                            " bytes is not inside one device allocation");
   CUstream_st* s = resolve_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
-  enqueue(s, [ptr, value, count] { std::memset(ptr, value, count); });
+  if (cudaError_t e = capture_enqueue_check(s, "cudaMemsetAsync"); e != cudaSuccess) return e;
+  std::function<void()> set = [ptr, value, count] { std::memset(ptr, value, count); };
+  if (capture_record(s, set, "cudaMemsetAsync", {TouchedRange{ptr, count, "the memset's destination"}}))
+    return cudaSuccess;
+  enqueue(s, std::move(set));
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
   EMU_LOCK;
+  if (cudaError_t e = capture_unsafe_check("cudaMemset"); e != cudaSuccess) return e;
   cudaError_t e = cudaMemsetAsync(ptr, value, count, nullptr);
   if (e != cudaSuccess) return e;
   flush(resolve_stream(nullptr));
@@ -741,6 +799,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   EMU_LOCK;
   if (stream == nullptr || state().streams.count(stream) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
+  capture_forget_stream(stream);
   flush(stream);  // queued work still completes, as on a GPU
   state().streams.erase(stream);
   delete stream;
@@ -751,6 +810,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   EMU_LOCK;
   CUstream_st* s = resolve_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a live stream");
+  if (cudaError_t e = capture_sync_check(s, "cudaStreamSynchronize or cudaStreamQuery"); e != cudaSuccess) return e;
   flush(s);
   return sync_result(s->device);
 }
@@ -766,6 +826,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live stream");
   if (event == nullptr || state().events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live event");
+  bool handled = false;
+  if (cudaError_t e = capture_stream_wait(s, event, handled); e != cudaSuccess || handled) return e;
   if (!event->recorded) return cudaSuccess;
   CUstream_st* other = event->stream;
   const uint64_t until = event->sequence;
@@ -812,6 +874,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaEventRecord: the event belongs to cuda:" + std::to_string(event->device) +
                     ", the stream to cuda:" + std::to_string(s->device));
+  bool handled = false;
+  if (cudaError_t ce = capture_event_record(event, s, handled); ce != cudaSuccess || handled) return ce;
   const uint64_t generation = ++event->generation;
   const bool timing = (event->flags & cudaEventDisableTiming) == 0;
   cudaEvent_t e = event;
@@ -829,6 +893,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   EMU_LOCK;
   if (event == nullptr || state().events.count(event) == 0)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: not a live event");
+  if (cudaError_t e = capture_event_sync_check(event, "cudaEventSynchronize or cudaEventQuery"); e != cudaSuccess)
+    return e;
   if (!event->recorded) return cudaSuccess;
   if (stream_alive(event->stream)) flush(event->stream, event->sequence);
   return sync_result(event->device);

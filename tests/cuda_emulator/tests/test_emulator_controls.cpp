@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -315,6 +317,195 @@ TEST(EmulatorControls, CooperativeGridsMustFitOnTheDevice) {
             cudaErrorCooperativeLaunchTooLarge);
   (void)cudaGetLastError();
   EXPECT_EQ(cudaFree(out), cudaSuccess);
+// ---- stream capture (graph.cpp) --------------------------------------------------------------
+
+__global__ void scale_kernel(const float* in, float* out, int n, float factor) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i] * factor;
+}
+
+struct CapturedScale {
+  cudaStream_t stream = nullptr;
+  float* in = nullptr;
+  float* out = nullptr;
+  int n = 64;
+};
+
+CapturedScale make_scale() {
+  CapturedScale c;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), cudaSuccess);
+  c.in = device_floats(c.n);
+  c.out = device_floats(c.n);
+  std::vector<float> ones(c.n, 1.0f);
+  EXPECT_EQ(cudaMemcpy(c.in, ones.data(), c.n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  return c;
+}
+
+void destroy(CapturedScale& c) {
+  EXPECT_EQ(cudaFree(c.in), cudaSuccess);
+  EXPECT_EQ(cudaFree(c.out), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(c.stream), cudaSuccess);
+}
+
+TEST(EmulatorControls, CapturedWorkRunsOnlyOnReplayAndReadsInputsThen) {
+  CapturedScale c = make_scale();
+  ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(c.stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // Recorded, not run: out still holds the poison of a fresh allocation.
+  for (float v : to_host(c.out, c.n)) EXPECT_TRUE(std::isnan(v));
+  ASSERT_EQ(cudaGraphLaunch(exec, c.stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(c.stream), cudaSuccess);
+  for (float v : to_host(c.out, c.n)) EXPECT_EQ(v, 3.0f);
+  // New input contents, same graph: the replay reads them when it runs.
+  std::vector<float> twos(c.n, 2.0f);
+  ASSERT_EQ(cudaMemcpy(c.in, twos.data(), c.n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, nullptr), cudaSuccess);  // replay on the legacy stream is allowed
+  for (float v : to_host(c.out, c.n)) EXPECT_EQ(v, 6.0f);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  destroy(c);
+}
+
+TEST(EmulatorControls, SynchronisingDuringCaptureInvalidatesIt) {
+  CapturedScale c = make_scale();
+  // The control: the same capture without the synchronisation ends fine.
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+  ASSERT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  // Each of these waits for the capturing stream (or is unsafe in global mode) and breaks it.
+  const std::vector<std::pair<const char*, std::function<cudaError_t()>>> syncs = {
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(c.stream); }},
+      {"cudaStreamQuery", [&] { return cudaStreamQuery(c.stream); }},
+      {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
+      {"cudaMemcpy", [&] {
+         float h[4];
+         return cudaMemcpy(h, c.out, sizeof h, cudaMemcpyDeviceToHost);
+       }},
+      {"pageable cudaMemcpyAsync", [&] {
+         std::vector<float> h(4);
+         return cudaMemcpyAsync(h.data(), c.out, 16, cudaMemcpyDeviceToHost, c.stream);
+       }},
+      {"cudaMalloc", [] {
+         void* p = nullptr;
+         return cudaMalloc(&p, 256);
+       }},
+  };
+  for (const auto& [name, sync] : syncs) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+    EXPECT_EQ(sync(), cudaErrorStreamCaptureUnsupported);
+    (void)cudaGetLastError();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(c.stream, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    // Further work on the stream is refused, and the end says the capture is broken.
+    EXPECT_EQ(cudaMemsetAsync(c.out, 0, 16, c.stream), cudaErrorStreamCaptureInvalidated);
+    graph = reinterpret_cast<cudaGraph_t>(0x1);
+    EXPECT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    (void)cudaGetLastError();
+  }
+  // Relaxed mode permits cudaMalloc (it is not captured), as the caching allocator uses it.
+  ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  float* extra = device_floats(4);
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(mode, cudaStreamCaptureModeRelaxed);
+  ASSERT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaFree(extra), cudaSuccess);
+  destroy(c);
+}
+
+TEST(EmulatorControls, CaptureRulesForStreamsAndEvents) {
+  CapturedScale c = make_scale();
+  // The legacy default stream cannot capture.
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  (void)cudaGetLastError();
+  // A forked stream must be joined back before the capture ends.
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t fork = nullptr, join = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), cudaSuccess);
+  float* doubled = device_floats(c.n);
+  for (bool joined : {false, true}) {
+    SCOPED_TRACE(joined ? "joined" : "not joined");
+    ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+    ASSERT_EQ(cudaEventRecord(fork, c.stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    if (!joined) {
+      // An event recorded in the capture may not be waited for on the host: that invalidates it.
+      EXPECT_EQ(cudaEventSynchronize(fork), cudaErrorCapturedEvent);
+      (void)cudaGetLastError();
+      EXPECT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaErrorStreamCaptureInvalidated);
+      (void)cudaGetLastError();
+      ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+      ASSERT_EQ(cudaEventRecord(fork, c.stream), cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamWaitEvent(side, fork, 0), cudaSuccess);  // side joins the capture
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(side, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+    TG_LAUNCH_KERNEL(1, 64, 0, side, scale_kernel)(c.out, doubled, c.n, 2.0f);
+    if (joined) {
+      ASSERT_EQ(cudaEventRecord(join, side), cudaSuccess);
+      ASSERT_EQ(cudaStreamWaitEvent(c.stream, join, 0), cudaSuccess);
+      ASSERT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaSuccess);
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiateWithFlags(&exec, graph, 0), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, c.stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(c.stream), cudaSuccess);
+      for (float v : to_host(doubled, c.n)) EXPECT_EQ(v, 6.0f);
+      EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+      EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    } else {
+      EXPECT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaErrorStreamCaptureUnjoined);
+      EXPECT_EQ(graph, nullptr);
+      (void)cudaGetLastError();
+    }
+    ASSERT_EQ(cudaStreamIsCapturing(side, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  }
+  EXPECT_EQ(cudaFree(doubled), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(fork), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(join), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+  destroy(c);
+}
+
+TEST(EmulatorControls, ReplayOfFreedMemoryIsCaught) {
+  CapturedScale c = make_scale();
+  ASSERT_EQ(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  TG_LAUNCH_KERNEL(1, 64, 0, c.stream, scale_kernel)(c.in, c.out, c.n, 3.0f);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(c.stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, c.stream), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the control: memory alive, no report
+  ASSERT_EQ(cudaFree(c.out), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, c.stream), cudaSuccess);
+  expect_violation("no longer inside a live allocation");
+  c.out = device_floats(1);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  destroy(c);
 }
 
 }  // namespace
