@@ -11,8 +11,8 @@
 // lowered on the device first as gemm_mixed does); a and b each with unit stride along one dim, so
 // no copy is needed; out and the bias contiguous; every pointer 16-byte aligned; n, m and k at
 // least 2 and within int32 (PyTorch's rule for its cuBLASLt path: the heuristics reject or
-// mishandle some unit dimensions). Anything else, or a problem the heuristic has no algorithm
-// for, takes the plain path: gemm onto the copied bias, or gemm plus a row-sum GEMM.
+// mishandle some unit dimensions). Anything else, or a problem the heuristic refuses, takes the
+// plain path: gemm onto the copied bias, or gemm plus a row-sum GEMM.
 //
 // Plans: the descriptor, layouts, preference and the heuristic's algorithm are made once per
 // problem (dtypes, math, transposes, sizes, leading dimensions, epilogue, bias alignment) and kept
@@ -169,8 +169,9 @@ Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
                                                                 plan.preference, 1, &result, &returned);
-  // No algorithm for this problem is an answer (the plain path runs it); anything else is a bug.
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED) TG_LT_CHECK(status);
+  // No algorithm is an answer, not an error: the plain path runs the problem. cuBLASLt says so with
+  // NOT_SUPPORTED, an empty result, or (PyTorch has seen it for unit dimensions) INVALID_VALUE. In
+  // the emulation build a refused plan is printed, and the tests count the epilogue calls.
   plan.found = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   plan.algo = result.algo;
   plan.workspace = result.workspaceSize;
