@@ -13,6 +13,7 @@ void register_memory(backend::KernelTable& table);     // allocator, host<->devi
 void register_pointwise(backend::KernelTable& table);  // copy, fill, arange, random, unary, binary, compare, where, clamp
 void register_reductions(backend::KernelTable& table); // reduce, softmax, layer_norm, cross-entropy, index ops
 void register_blas(backend::KernelTable& table);       // gemm, bmm (cuBLAS)
+void register_blas_lt(backend::KernelTable& table);    // gemm_bias, gemm_bias_grad (cuBLASLt epilogues)
 void register_lstm(backend::KernelTable& table);       // the fused LSTM cell
 void register_lstm_recurrence(backend::KernelTable& table);  // a layer's whole recurrence
 void register_optim(backend::KernelTable& table);      // SGD / Adam, multi-tensor

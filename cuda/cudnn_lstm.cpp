@@ -4,9 +4,16 @@
 // cuDNN's weight space, and backward scatters the weight-space gradient back.
 //
 // Note [packing cost]: one device-to-device copy per parameter (four when cuDNN does not keep a
-// parameter's gates adjacent) per forward, plus a weight space the size of all parameters. That
+// parameter's gates adjacent) per packing, plus a weight space the size of all parameters. That
 // keeps the module's parameters, optimisers and state dicts identical under both LSTM
-// implementations, at the price of one extra read and write of the weights per step.
+// implementations. A forward given an earlier space (CudnnLstmForwardArgs::packed_weights, from
+// the op's CudnnWeightCache) packs nothing, so the copies happen once per optimiser step, not per
+// forward.
+//
+// Note [math precision]: float32 runs with FMA math unless cuda::allow_tf32() is on (then cuDNN's
+// default math, which may use TF32 tensor cores), like PyTorch's torch.backends.cudnn.allow_tf32
+// but off by default, as tapegrad's GEMMs are. float16 and bfloat16 data compute in float32
+// (mathPrec FLOAT, as PyTorch promotes half RNNs) with tensor-op math; float64 in double.
 //
 // Note [zero-length sequences]: the padded-IO layouts are given lengths of at least one, and rows
 // whose true length is zero are fixed up afterwards (their output zeroed, their final state set to
@@ -28,6 +35,7 @@
 #include "cudnn_check.h"
 #include "cudnn_handle.h"
 #include "launch.h"
+#include "tapegrad/cuda/blas_settings.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -125,7 +133,9 @@ cudnnDataType_t cudnn_dtype(DType dtype) {
   switch (dtype) {
     case DType::Float32: return CUDNN_DATA_FLOAT;
     case DType::Float64: return CUDNN_DATA_DOUBLE;
-    default: TG_CHECK(false, kOp, ": cuDNN's LSTM runs in float32 or float64, got ", dtype);
+    case DType::Float16: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    default: TG_CHECK(false, kOp, ": cuDNN's LSTM runs in float32, float64, float16 or bfloat16, got ", dtype);
   }
   return CUDNN_DATA_FLOAT;  // unreachable
 }
@@ -235,13 +245,16 @@ void describe(cudnnHandle_t handle, const CudnnLstmForwardArgs& args, const Dims
     TG_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc.dropout.get(), handle, 0.0f, nullptr, 0, 0), kOp);
   }
 
-  // FMA math for float32: the default lets cuDNN use TF32 tensor cores on Ampere and later, which
-  // would not agree with the other implementations to 1e-4.
-  const cudnnMathType_t math = dtype == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  // Note [math precision].
+  const bool half = dtype == CUDNN_DATA_HALF || dtype == CUDNN_DATA_BFLOAT16;
+  const cudnnDataType_t math_precision = half ? CUDNN_DATA_FLOAT : dtype;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  if (dtype == CUDNN_DATA_FLOAT && !cuda::allow_tf32()) math = CUDNN_FMA_MATH;
+  if (half) math = CUDNN_TENSOR_OP_MATH;
   TG_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(desc.rnn.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
                                           s.has_bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                           s.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-                                          CUDNN_LINEAR_INPUT, dtype, dtype, math, d.input_size, d.hidden,
+                                          CUDNN_LINEAR_INPUT, dtype, math_precision, math, d.input_size, d.hidden,
                                           /*projSize=*/d.hidden, d.layers, desc.dropout.get(),
                                           CUDNN_RNN_PADDED_IO_ENABLED),
                  kOp);
@@ -249,7 +262,10 @@ void describe(cudnnHandle_t handle, const CudnnLstmForwardArgs& args, const Dims
   // Padded positions of y are written with this value (it must be host memory of the data type).
   float zero_f = 0.0f;
   double zero_d = 0.0;
-  void* fill = dtype == CUDNN_DATA_DOUBLE ? static_cast<void*>(&zero_d) : static_cast<void*>(&zero_f);
+  uint16_t zero_h = 0;  // +0.0 in float16 and in bfloat16
+  void* fill = dtype == CUDNN_DATA_DOUBLE ? static_cast<void*>(&zero_d)
+               : half                     ? static_cast<void*>(&zero_h)
+                                          : static_cast<void*>(&zero_f);
   const cudnnRNNDataLayout_t layout =
       s.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   TG_CUDNN_CHECK(cudnnSetRNNDataDescriptor(desc.x.get(), dtype, layout, d.steps, d.batch, d.input_size,
@@ -415,11 +431,17 @@ void lstm_forward(const CudnnLstmForwardArgs& args, CudnnLstmContext* context) {
 
   size_t weight_bytes = 0;
   TG_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle, desc.rnn.get(), &weight_bytes), kOp);
-  std::shared_ptr<Storage> weight_space = device_buffer(weight_bytes, device);
-  const std::vector<ParamPlace> places = weight_layout(handle, desc, d, args.shape.has_bias, *weight_space);
-  TG_ASSERT(places.size() == args.weights.size(), "expected ", places.size(), " weights, got ", args.weights.size());
-  for (size_t i = 0; i < places.size(); ++i)
-    copy_param(places[i], args.weights[i], static_cast<char*>(weight_space->data()), /*into_space=*/true, stream);
+  std::shared_ptr<Storage> weight_space = args.packed_weights;
+  if (weight_space) {
+    TG_ASSERT(weight_space->nbytes() == weight_bytes && weight_space->device() == args.x.device(),
+              "a cached weight space of ", weight_space->nbytes(), " bytes for a stack that needs ", weight_bytes);
+  } else {
+    weight_space = device_buffer(weight_bytes, device);
+    const std::vector<ParamPlace> places = weight_layout(handle, desc, d, args.shape.has_bias, *weight_space);
+    TG_ASSERT(places.size() == args.weights.size(), "expected ", places.size(), " weights, got ", args.weights.size());
+    for (size_t i = 0; i < places.size(); ++i)
+      copy_param(places[i], args.weights[i], static_cast<char*>(weight_space->data()), /*into_space=*/true, stream);
+  }
 
   // cudnnRNNForward reads the lengths from device memory, possibly after it returns.
   std::shared_ptr<Storage> device_lengths = device_buffer(lengths.cudnn.size() * sizeof(int32_t), device);

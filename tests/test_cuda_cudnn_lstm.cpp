@@ -2,11 +2,14 @@
 // initial weights and inputs, then output, h_n, c_n and every gradient (input, initial state,
 // each parameter) compared. Skips where no GPU is present.
 #include <cmath>
+#include <optional>
 #include <string>
 
+#include "backend/cudnn_lstm.h"
 #include "backend/kernel_table.h"
 #include "support/gpu.h"
 #include "support/parity.h"
+#include "tapegrad/amp/autocast.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -286,13 +289,189 @@ TEST(CudnnLstm, EmptySequenceAndEmptyBatchMatchFused) {
   }
 }
 
+// --- Precision: TF32, 16-bit tensors, autocast ---------------------------------------------------
+
+struct Tf32Guard {
+  explicit Tf32Guard(bool allow) : previous(cuda::allow_tf32()) { cuda::set_allow_tf32(allow); }
+  ~Tf32Guard() { cuda::set_allow_tf32(previous); }
+  bool previous;
+};
+
+// Sizes where tensor cores are worth cuDNN's while, so that TF32 and 16-bit math show.
+Case precision_case() {
+  Case c;
+  c.input_size = 64;
+  c.hidden = 128;
+  c.layers = 2;
+  c.steps = 12;
+  c.batch = 16;
+  c.given_state = true;
+  return c;
+}
+
+TEST(CudnnLstm, Tf32IsUsedOnlyWhenAllowed) {
+  SKIP_WITHOUT_CUDNN();
+  const Case c = precision_case();
+  const Result cpu = run(c, LstmImplementation::Fused, kCPU);
+  {
+    const Tf32Guard off(false);  // FMA math: float32 agreement
+    expect_same_results(run(c, LstmImplementation::CuDNN, kCUDA), cpu, kRtolF32, kAtolF32, "tf32 off:");
+  }
+  const Tf32Guard on(true);  // cuDNN's default math: TF32 products (10-bit mantissas) may be used
+  const Result tf32 = run(c, LstmImplementation::CuDNN, kCUDA);
+  expect_same_results(tf32, cpu, 2e-2, 2e-2, "tf32 on:");
+  const double diff = max(abs(sub(tf32.output, cpu.output))).item<double>();
+  RecordProperty("tf32_max_output_difference", std::to_string(diff));
+}
+
+// The module and inputs of `c` (float32 values) converted to `dtype` on the GPU, or under autocast.
+Result run_low_precision(Case c, DType dtype, bool autocast) {
+  c.dtype = kFloat32;
+  Generator init(1234), data(99);
+  nn::LSTM lstm(c.input_size, c.hidden, options_of(c, LstmImplementation::CuDNN), &init);
+  lstm.to(kCUDA);
+  if (!autocast) lstm.to(dtype);
+  const DType tensors = autocast ? kFloat32 : dtype;
+  Tensor x = randn({c.steps, c.batch, c.input_size}, {}, &data).to(kCUDA).to(tensors).requires_grad_(true);
+  const Shape state_shape{c.layers, c.batch, c.hidden};
+  Tensor h0 = randn(state_shape, {}, &data).to(kCUDA).to(tensors).requires_grad_(true);
+  Tensor c0 = randn(state_shape, {}, &data).to(kCUDA).to(tensors).requires_grad_(true);
+  std::optional<amp::AutocastGuard> guard;
+  if (autocast) guard.emplace(kCUDA, dtype);
+  nn::LSTMOutput out = lstm.forward(x, h0, c0);
+  guard.reset();
+  EXPECT_EQ(out.output.dtype(), tensors);
+  Generator weights(5);
+  Tensor w_out = randn(out.output.sizes(), {}, &weights).to(kCUDA).to(tensors);
+  (out.output * w_out).sum().backward();
+  Result r;
+  r.output = out.output.detach().cpu().to(kFloat32);
+  r.h_n = out.h_n.detach().cpu().to(kFloat32);
+  r.c_n = out.c_n.detach().cpu().to(kFloat32);
+  EXPECT_EQ(x.grad().dtype(), tensors);
+  r.dx = x.grad().cpu().to(kFloat32);
+  r.dh0 = h0.grad().cpu().to(kFloat32);
+  r.dc0 = c0.grad().cpu().to(kFloat32);
+  for (const auto& [name, p] : lstm.named_parameters()) {
+    EXPECT_EQ(p.grad().dtype(), tensors) << name;
+    r.param_grads.emplace_back(name, p.grad().cpu().to(kFloat32));
+  }
+  return r;
+}
+
+// The same module and inputs in float32 with the same loss, for the comparisons above.
+Result run_float32_reference(const Case& c) {
+  const Tf32Guard off(false);
+  return run_low_precision(c, kFloat32, false);
+}
+
+TEST(CudnnLstm, SixteenBitTensorsAndAutocastMatchFloat32) {
+  SKIP_WITHOUT_CUDNN();
+  Case c = precision_case();
+  const Result reference = run_float32_reference(c);
+  struct Mode {
+    DType dtype;
+    bool autocast;
+    double tol;
+    const char* name;
+  };
+  for (Mode m : {Mode{kFloat16, false, 2e-2, "float16"}, Mode{kBFloat16, false, 1e-1, "bfloat16"},
+                 Mode{kFloat16, true, 2e-2, "autocast float16"}, Mode{kBFloat16, true, 1e-1, "autocast bfloat16"}}) {
+    Result low;
+    try {
+      low = run_low_precision(c, m.dtype, m.autocast);
+    } catch (const Error& e) {
+      // A cuDNN without this RNN data type must say so clearly (as for float64 above).
+      const std::string message = e.what();
+      EXPECT_NE(message.find("lstm (cudnn)"), std::string::npos) << message;
+      EXPECT_NE(message.find("CUDNN_STATUS"), std::string::npos) << message;
+      ADD_FAILURE() << m.name << ": cuDNN refused the data type: " << message;
+      continue;
+    }
+    expect_same_results(low, reference, m.tol, m.tol, std::string(m.name) + ":");
+    // Negative control: the 16-bit run really ran in 16 bits.
+    EXPECT_GT(max(abs(sub(low.output, reference.output))).item<double>(), 0.0) << m.name;
+  }
+}
+
+// --- The packed weights kept across calls --------------------------------------------------------
+
+TEST(CudnnLstm, PackedWeightsAreReusedUntilAWeightChanges) {
+  SKIP_WITHOUT_CUDNN();
+  Generator g(21);
+  TensorOptions cuda = TensorOptions(kFloat32).device(kCUDA);
+  std::vector<Tensor> weights;
+  for (const Shape& shape : {Shape{16, 3}, Shape{16, 4}, Shape{16}, Shape{16}})
+    weights.push_back(randn(shape, {}, &g).to(kCUDA).requires_grad_(true));
+  Tensor x = randn({5, 2, 3}, {}, &g).to(kCUDA);
+  CudnnLstmOptions cached;
+  cached.weight_cache = make_cudnn_weight_cache();
+  const CudnnWeightCache& cache = *cached.weight_cache;
+  auto output = [&](const CudnnLstmOptions& o) { return lstm_cudnn(x, Tensor(), Tensor(), weights, o).output; };
+
+  Tensor first = output(cached);
+  Tensor second = output(cached);
+  EXPECT_EQ(cache.packs, 1);
+  EXPECT_EQ(cache.reuses, 1);
+  expect_allclose(second.cpu(), first.cpu(), 0, 0, "reused");
+  // Gradients through a reused space equal those of a call that packs.
+  sum(second).backward();
+  std::vector<Tensor> reused_grads;
+  for (Tensor& w : weights) {
+    reused_grads.push_back(w.grad().cpu());
+    w.set_grad(Tensor());
+  }
+  sum(output(CudnnLstmOptions())).backward();
+  for (size_t i = 0; i < weights.size(); ++i)
+    expect_allclose(reused_grads[i], weights[i].grad().cpu(), 0, 0, "grad " + std::to_string(i));
+
+  // An optimiser step bumps the version counters: the next call repacks, and sees the new values.
+  optim::SGD sgd(weights, optim::SGDOptions(0.5));
+  sgd.step();
+  Tensor after_step = output(cached);
+  EXPECT_EQ(cache.packs, 2);
+  expect_allclose(after_step.cpu(), output(CudnnLstmOptions()).cpu(), 0, 0, "after the step");
+  // Negative control: the step changed the output, so a stale space would have been caught.
+  EXPECT_GT(max(abs(sub(after_step, first))).item<double>(), 1e-3);
+
+  // Another autocast type needs another packing.
+  {
+    amp::AutocastGuard autocast(kCUDA, kBFloat16);
+    output(cached);
+  }
+  EXPECT_EQ(cache.packs, 3);
+}
+
+TEST(CudnnLstm, TrainingStepsWithTheCacheMatchTheFusedLstm) {
+  SKIP_WITHOUT_CUDNN();
+  Generator init(8), init_again(8), data(9);
+  nn::LSTMOptions options = nn::LSTMOptions().num_layers(2);
+  nn::LSTM cudnn(5, 8, nn::LSTMOptions(options).implementation(LstmImplementation::CuDNN), &init);
+  nn::LSTM fused(5, 8, options, &init_again);
+  cudnn.to(kCUDA);
+  fused.to(kCUDA);
+  optim::SGD sgd_cudnn(cudnn.parameters(), optim::SGDOptions(0.1));
+  optim::SGD sgd_fused(fused.parameters(), optim::SGDOptions(0.1));
+  Tensor x = randn({6, 3, 5}, {}, &data).to(kCUDA);
+  for (int step = 0; step < 3; ++step) {
+    Tensor a = cudnn.forward(x).output, b = fused.forward(x).output;
+    expect_allclose(a.detach().cpu(), b.detach().cpu(), kRtolF32, kAtolF32, "step " + std::to_string(step));
+    sum(mul(a, a)).backward();
+    sum(mul(b, b)).backward();
+    sgd_cudnn.step();
+    sgd_fused.step();
+    sgd_cudnn.zero_grad();
+    sgd_fused.zero_grad();
+  }
+}
+
 TEST(CudnnLstm, BadInputsAreClearErrors) {
   SKIP_WITHOUT_CUDNN();
   TensorOptions cuda = TensorOptions(kFloat32).device(kCUDA);
   std::vector<Tensor> weights{zeros({8, 3}, cuda), zeros({8, 2}, cuda)};
   Tensor x = zeros({4, 2, 3}, cuda);
-  expect_error([&] { lstm_cudnn(x.to(kFloat16), Tensor(), Tensor(), weights, CudnnLstmOptions()); },
-               {"lstm (cudnn)", "float32 or float64", "float16"});
+  expect_error([&] { lstm_cudnn(x.to(kInt32), Tensor(), Tensor(), weights, CudnnLstmOptions()); },
+               {"lstm (cudnn)", "float32, float64, float16 or bfloat16", "int32"});
   expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), {weights[0]}, CudnnLstmOptions()); },
                {"lstm (cudnn)", "expected 2 weights"});
   expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), {weights[1], weights[1]}, CudnnLstmOptions()); },

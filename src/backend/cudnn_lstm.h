@@ -8,10 +8,35 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "tapegrad/core/storage.h"
 #include "tapegrad/core/tensor.h"
+
+namespace tapegrad {
+
+// The definition of tapegrad/ops/rnn.h's opaque type: one module's packed weight space, kept
+// across calls (CudnnLstmOptions::weight_cache). A call
+// reuses it while every weight is still the same contiguous memory at the same version counter
+// (optimisers, copies and in-place ops bump it) and the stack's shape and dtype are unchanged;
+// otherwise it packs a fresh space and keeps that one, so a backward still pending holds its own.
+struct CudnnWeightCache {
+  struct Source {
+    std::weak_ptr<Storage> storage;
+    int64_t offset = 0;
+    uint64_t version = 0;
+  };
+  std::mutex mutex;
+  std::vector<Source> sources;  // one per weight, in CudnnLstmForwardArgs::weights's order
+  DType dtype = DType::Float32;  // of the packed space
+  int64_t input_size = 0, hidden_size = 0, num_layers = 0;
+  bool bidirectional = false, has_bias = false;
+  std::shared_ptr<Storage> space;
+  int64_t packs = 0, reuses = 0;  // calls that packed, and calls that reused the space
+};
+
+}  // namespace tapegrad
 
 namespace tapegrad::backend {
 
@@ -38,12 +63,18 @@ struct CudnnLstmContext {
 
 struct CudnnLstmForwardArgs {
   CudnnLstmShape shape;
+  // x, hx, cx, the weights and the outputs all have this one dtype: float32, float64, float16 or
+  // bfloat16 (the op converts under autocast). float32 runs with TF32 tensor-core math when
+  // cuda::allow_tf32() is on, FMA math otherwise; the 16-bit types compute in float32.
   Tensor x;  // [T, B, I] ([B, T, I] with batch_first)
   // [L*D, B, H] each, index k = layer * D + direction; undefined means zeros.
   Tensor hx, cx;
   // Per k = layer * D + direction: weight_ih [4H, in], weight_hh [4H, H], then (with bias)
   // bias_ih [4H], bias_hh [4H]; gate order i, f, g, o.
   std::vector<Tensor> weights;
+  // A weight space an earlier forward packed from these same weights (CudnnWeightCache): used as
+  // it is, and `weights` may then be empty.
+  std::shared_ptr<Storage> packed_weights;
   Tensor lengths;  // int32 [B] on the CPU, each in [0, T]
   // Training mode: keep the reserve space for backward (and apply dropout).
   bool training = false;

@@ -249,7 +249,8 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
   return out;
 }
 
-// The whole stack as one lstm_cudnn op, on the same parameter tensors (packed by the op).
+// The whole stack as one lstm_cudnn op, on the same parameter tensors (packed by the op, and the
+// packing kept until a parameter changes).
 LSTMOutput LSTM::forward_cudnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
   std::vector<Tensor> weights;
   for (const std::vector<Weights>& layer : weights_) {
@@ -271,6 +272,8 @@ LSTMOutput LSTM::forward_cudnn(const Tensor& input, const Tensor& h0, const Tens
     Generator::Draw draw = (generator_ != nullptr ? *generator_ : default_generator()).reserve(1);
     cudnn.dropout_seed = draw.seed ^ (draw.offset * 0x9E3779B97F4A7C15ULL);
   }
+  if (!cudnn_weights_) cudnn_weights_ = make_cudnn_weight_cache();
+  cudnn.weight_cache = cudnn_weights_;
   LstmStackOutput r = lstm_cudnn(input, h0, c0, weights, cudnn, lengths);
   return LSTMOutput{r.output, r.h_n, r.c_n};
 }

@@ -1,11 +1,15 @@
 // lstm_cudnn: the whole LSTM stack as one tape node over cuDNN's RNN calls. This file holds the
 // checks, the preparation of the inputs and the backward wiring; the cuDNN calls themselves live in
 // cuda/cudnn_lstm.cpp behind the kernel table's cudnn_lstm slot, so this file builds without CUDA.
+// Under autocast, float32 inputs run in the autocast type inside the one node: converted on the
+// way in, the outputs and gradients converted back, the weights converted only when they are packed.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "backend/cudnn_lstm.h"
 #include "ops/op_helpers.h"
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/rnn.h"
 
@@ -27,8 +31,8 @@ StackSizes check_inputs(const Tensor& x, const Tensor& h0, const Tensor& c0, con
   check_defined(kOp, x, "input");
   TG_CHECK(x.device().is_cuda(), kOp, ": the cuDNN LSTM needs CUDA tensors; use the default implementation on the CPU "
            "(the input is on ", x.device(), ")");
-  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, kOp, ": cuDNN's LSTM runs in float32 or float64, got ",
-           x.dtype());
+  TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kFloat16 || x.dtype() == kBFloat16, kOp,
+           ": cuDNN's LSTM runs in float32, float64, float16 or bfloat16, got ", x.dtype());
   TG_CHECK(x.dim() == 3, kOp, ": input must be 3-D (", options.batch_first ? "[B, T, I]" : "[T, B, I]", "), got ",
            shape_str(x.sizes()));
   TG_CHECK(options.num_layers >= 1, kOp, ": num_layers must be >= 1, got ", options.num_layers);
@@ -110,7 +114,51 @@ LstmStackOutput empty_stack(const Tensor& h0, const Tensor& c0, const Shape& out
   return out;
 }
 
+// t in `dtype`, contiguous, without autograd.
+Tensor as_run_type(const Tensor& t, DType dtype) {
+  Tensor d = t.detach();
+  return (d.dtype() == dtype ? d : d.to(dtype)).contiguous();
+}
+
+bool same_stack(const CudnnWeightCache& c, const backend::CudnnLstmShape& shape, DType dtype) {
+  return c.dtype == dtype && c.input_size == shape.input_size && c.hidden_size == shape.hidden_size &&
+         c.num_layers == shape.num_layers && c.bidirectional == shape.bidirectional && c.has_bias == shape.has_bias;
+}
+
+// The cached space when it was packed from exactly these weights as they are now, else null.
+std::shared_ptr<Storage> cached_space(CudnnWeightCache& cache, const std::vector<Tensor>& weights,
+                                      const backend::CudnnLstmShape& shape, DType dtype) {
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (!cache.space || !same_stack(cache, shape, dtype) || cache.sources.size() != weights.size()) return nullptr;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& w = weights[i];
+    const CudnnWeightCache::Source& s = cache.sources[i];
+    if (!w.is_contiguous() || s.storage.lock() != w.storage() || s.offset != w.storage_offset() ||
+        s.version != w.storage()->version())
+      return nullptr;
+  }
+  ++cache.reuses;
+  return cache.space;
+}
+
+// Remembers `space` as packed from `weights` at their current versions (read before the packing).
+void remember_space(CudnnWeightCache& cache, const std::vector<CudnnWeightCache::Source>& sources,
+                    const backend::CudnnLstmShape& shape, DType dtype, std::shared_ptr<Storage> space) {
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.sources = sources;
+  cache.dtype = dtype;
+  cache.input_size = shape.input_size;
+  cache.hidden_size = shape.hidden_size;
+  cache.num_layers = shape.num_layers;
+  cache.bidirectional = shape.bidirectional;
+  cache.has_bias = shape.has_bias;
+  cache.space = std::move(space);
+  ++cache.packs;
+}
+
 }  // namespace
+
+std::shared_ptr<CudnnWeightCache> make_cudnn_weight_cache() { return std::make_shared<CudnnWeightCache>(); }
 
 LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
                            const CudnnLstmOptions& options, const Tensor& lengths) {
@@ -120,6 +168,7 @@ LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, 
            ": no cuDNN LSTM on ", x.device(), " (this build or machine has no CUDA backend)");
   const Device device = x.device();
   const DType dtype = x.dtype();
+  const DType run = amp::product_dtype(device, dtype);  // what cuDNN computes in
   const TensorOptions like = TensorOptions(dtype).device(device);
   const Shape output_shape = options.batch_first ? Shape{s.batch, s.steps, s.hidden * s.directions}
                                                  : Shape{s.steps, s.batch, s.hidden * s.directions};
@@ -136,10 +185,18 @@ LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   args.shape.batch_first = options.batch_first;
   args.shape.dropout = options.dropout;
   args.shape.dropout_seed = options.dropout_seed;
-  args.x = x.detach().contiguous();
-  if (h0.defined()) args.hx = h0.detach().contiguous();
-  if (c0.defined()) args.cx = c0.detach().contiguous();
-  for (const Tensor& w : weights) args.weights.push_back(w.detach().contiguous());
+  args.x = as_run_type(x, run);
+  if (h0.defined()) args.hx = as_run_type(h0, run);
+  if (c0.defined()) args.cx = as_run_type(c0, run);
+  CudnnWeightCache* cache = options.weight_cache.get();
+  if (cache != nullptr) args.packed_weights = cached_space(*cache, weights, args.shape, run);
+  std::vector<CudnnWeightCache::Source> sources;
+  if (!args.packed_weights) {
+    for (const Tensor& w : weights) {
+      sources.push_back({w.storage(), w.storage_offset(), w.storage()->version()});
+      args.weights.push_back(as_run_type(w, run));
+    }
+  }
   args.lengths = host_lens;
 
   std::vector<Tensor> inputs{x, h0, c0};
@@ -147,21 +204,27 @@ LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   const bool record_node = any_requires_grad(inputs);
   // Training mode keeps cuDNN's reserve space for backward; dropout also needs it to act at all.
   args.training = record_node || (options.dropout > 0 && s.layers > 1);
-  args.y = empty_tensor(output_shape, dtype, device);
-  args.hy = empty_tensor(state_shape, dtype, device);
-  args.cy = empty_tensor(state_shape, dtype, device);
+  args.y = empty_tensor(output_shape, run, device);
+  args.hy = empty_tensor(state_shape, run, device);
+  args.cy = empty_tensor(state_shape, run, device);
 
   backend::CudnnLstmContext context;
   kernels->forward(args, &context);
+  const bool contiguous_weights =
+      std::all_of(weights.begin(), weights.end(), [](const Tensor& w) { return w.is_contiguous(); });
+  if (cache != nullptr && !args.packed_weights && contiguous_weights)
+    remember_space(*cache, sources, args.shape, run, context.weight_space);
 
-  LstmStackOutput out{args.y, args.hy, args.cy};
+  LstmStackOutput out{as_run_type(args.y, dtype), as_run_type(args.hy, dtype), as_run_type(args.cy, dtype)};
   if (!record_node) return out;
 
   bool weights_need_grad = false;
   std::vector<Shape> weight_shapes;
+  std::vector<DType> weight_dtypes;
   for (const Tensor& w : weights) {
     weights_need_grad = weights_need_grad || w.requires_grad();
     weight_shapes.push_back(w.sizes());
+    weight_dtypes.push_back(w.dtype());
   }
   // What backward needs, without the weights: they are already packed in the context's space.
   SavedTensor saved_x = args.x, saved_hx = args.hx, saved_cx = args.cx, saved_y = args.y;
@@ -176,19 +239,21 @@ LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, 
     b.forward.lengths = host_lens;
     b.forward.training = true;
     b.context = context;
-    b.dy = grads[0].contiguous();
-    b.dhy = grads[1].contiguous();
-    b.dcy = grads[2].contiguous();
-    b.dx = empty_tensor(b.forward.x.sizes(), dtype, device);
-    if (b.forward.hx.defined()) b.dhx = empty_tensor(state_shape, dtype, device);
-    if (b.forward.cx.defined()) b.dcx = empty_tensor(state_shape, dtype, device);
+    b.dy = as_run_type(grads[0], run);
+    b.dhy = as_run_type(grads[1], run);
+    b.dcy = as_run_type(grads[2], run);
+    b.dx = empty_tensor(b.forward.x.sizes(), run, device);
+    if (b.forward.hx.defined()) b.dhx = empty_tensor(state_shape, run, device);
+    if (b.forward.cx.defined()) b.dcx = empty_tensor(state_shape, run, device);
     if (weights_need_grad)
-      for (const Shape& ws : weight_shapes) b.weight_grads.push_back(empty_tensor(ws, dtype, device));
+      for (const Shape& ws : weight_shapes) b.weight_grads.push_back(empty_tensor(ws, run, device));
     kernels->backward(b);
 
-    std::vector<Tensor> result{b.dx, b.dhx, b.dcx};
+    // Gradients in their inputs' dtypes (float32 under autocast).
+    auto back = [](const Tensor& g, DType to) { return g.defined() ? as_run_type(g, to) : g; };
+    std::vector<Tensor> result{back(b.dx, dtype), back(b.dhx, dtype), back(b.dcx, dtype)};
     for (size_t i = 0; i < weight_shapes.size(); ++i)
-      result.push_back(weights_need_grad ? b.weight_grads[i] : Tensor());
+      result.push_back(weights_need_grad ? back(b.weight_grads[i], weight_dtypes[i]) : Tensor());
     return result;
   });
   return out;

@@ -146,6 +146,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // GEMM accumulates onto it (beta = 1), so there is no separate bias pass. Backward, from g [n, out]:
 // dx = g W and dW = g^T x (both read through strides, dW written straight in W's [out, in] layout,
 // so no transpose node or copy follows), db = the column sum of g; each only when its input needs it.
+// A backend with the gemm_bias slots (CUDA: cuBLASLt epilogues) adds the bias inside the forward
+// GEMM and sums db inside the dW GEMM instead.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_defined("linear", x);
   check_defined("linear", weight, "weight");
@@ -171,13 +173,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t n = x.size(0), out_features = weight.size(0);
   const Device device = x.device();
   Tensor out = empty_tensor({n, out_features}, x.dtype(), device);
-  double beta = 0.0;
-  if (bias.defined() && out.numel() > 0) {
-    TG_KERNEL(device, copy)(expand_raw(bias.detach(), out.sizes()), out);
-    beta = 1.0;
-  }
   const DType products = amp::product_dtype(device, x.dtype());
-  gemm_as("linear", products, x.detach(), weight.detach().t(), out, 1.0, beta);
+  const auto fused = backend::kernels(device).gemm_bias;
+  if (bias.defined() && fused != nullptr) {
+    fused(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
+  } else {
+    double beta = 0.0;
+    if (bias.defined() && out.numel() > 0) {
+      TG_KERNEL(device, copy)(expand_raw(bias.detach(), out.sizes()), out);
+      beta = 1.0;
+    }
+    gemm_as("linear", products, x.detach(), weight.detach().t(), out, 1.0, beta);
+  }
   if (any_requires_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
@@ -195,9 +202,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       if (saved_x.defined()) {
         Tensor xs = saved_x.get();
         dw = empty_tensor({grad.size(1), xs.size(1)}, grad.dtype(), dev);
-        gemm_as("linear", products, grad.t(), xs, dw, 1.0, 0.0);
+        const auto fused = backend::kernels(dev).gemm_bias_grad;
+        if (need_b && fused != nullptr) {
+          db = empty_tensor({grad.size(1)}, grad.dtype(), dev);
+          fused(grad.t(), xs, dw, db, products);
+        } else {
+          gemm_as("linear", products, grad.t(), xs, dw, 1.0, 0.0);
+        }
       }
-      if (need_b) db = column_sum(grad);
+      if (need_b && !db.defined()) db = column_sum(grad);
       return std::vector<Tensor>{dx, dw, db};
     });
   }

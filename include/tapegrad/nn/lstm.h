@@ -33,11 +33,16 @@
 // The CuDNN implementation does not support it (the constructor throws).
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "tapegrad/core/generator.h"
 #include "tapegrad/nn/module.h"
+
+namespace tapegrad {
+struct CudnnWeightCache;  // tapegrad/ops/rnn.h
+}
 
 namespace tapegrad::nn {
 
@@ -94,6 +99,7 @@ class LSTM : public Module {
   LSTMOptions options_;
   Generator* generator_;
   std::vector<std::vector<Weights>> weights_;  // [layer][direction]
+  std::shared_ptr<CudnnWeightCache> cudnn_weights_;  // the CuDNN implementation's packed weights
 };
 
 // One step: (h', c') = cell(x [B, I], (h, c) [B, H]); undefined h/c mean zeros.

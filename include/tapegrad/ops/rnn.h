@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tapegrad/core/tensor.h"
@@ -28,12 +29,20 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
 // The whole stack (all layers, both directions) through cuDNN's RNN API: one cuDNN call forward,
 // two backward, and one tape node. An alternative to stacking lstm_layer ops, for CUDA tensors
 // only; nn::LSTM selects it with LSTMOptions::implementation(LstmImplementation::CuDNN).
+
+// cuDNN's packed copy of one set of weights, kept across calls: reused while none of the weights
+// has changed (their version counters), repacked after an optimiser step or any other write.
+// nn::LSTM holds one; a caller of lstm_cudnn may pass one per set of weights, or none.
+struct CudnnWeightCache;
+std::shared_ptr<CudnnWeightCache> make_cudnn_weight_cache();
+
 struct CudnnLstmOptions {
   int64_t num_layers = 1;
   bool bidirectional = false;
   bool batch_first = false;
   double dropout = 0.0;       // in [0, 1): on each layer's output but the last; pass 0 outside training
   uint64_t dropout_seed = 0;  // seeds this thread's cuDNN dropout state the first time one is made
+  std::shared_ptr<CudnnWeightCache> weight_cache;  // null: pack the weights on every call
 };
 
 struct LstmStackOutput {
@@ -46,7 +55,9 @@ struct LstmStackOutput {
 // lists, for each layer and direction in the order above, weight_ih [4H, in] and weight_hh [4H, H],
 // followed by bias_ih [4H] and bias_hh [4H] when the stack has biases (all of them or none); in is
 // I for layer 0 and D*H above. Gate order i, f, g, o. `lengths` (int32/int64 [B] in [0, T], any
-// device) makes the steps t >= length padding, as in lstm_layer. float32 and float64.
+// device) makes the steps t >= length padding, as in lstm_layer. float32 (TF32 math when
+// cuda::allow_tf32() is on), float64, float16 and bfloat16 (float32 math); under autocast, float32
+// tensors run in the autocast type and the outputs and gradients come back as float32.
 // Throws tapegrad::Error for CPU tensors, a build or machine without CUDA, mismatched shapes,
 // dtypes or devices, and any failing cuDNN call (naming the call and its status).
 LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "blas_reference.h"
 #include "emulator.h"
 
 struct cublasContext {
@@ -36,6 +37,9 @@ thread_local cublasStatus_t tls_status = CUBLAS_STATUS_SUCCESS;
 thread_local std::string tls_detail;
 thread_local std::string tls_text;
 
+}  // namespace
+
+// Shared with cublaslt.cpp (blas_reference.h).
 cublasStatus_t reject(cublasStatus_t status, const std::string& detail) {
   tls_status = status;
   tls_detail = detail;
@@ -99,6 +103,8 @@ double to_tf32(double v) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+
+namespace {
 
 struct Gemm {
   const char* call;

@@ -317,6 +317,8 @@ TEST(EmulatorControls, CooperativeGridsMustFitOnTheDevice) {
             cudaErrorCooperativeLaunchTooLarge);
   (void)cudaGetLastError();
   EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+
 // ---- stream capture (graph.cpp) --------------------------------------------------------------
 
 __global__ void scale_kernel(const float* in, float* out, int n, float factor) {
