@@ -17,6 +17,7 @@
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
@@ -81,6 +82,7 @@ void call_cublas(const GemmArgs& g) {
   const int64_t ldc = std::max<int64_t>({g.out.stride(-2), g.m, 1});
   const int64_t stride_c = g.out.dim() == 3 ? g.out.stride(0) : 0;
   cublasHandle_t handle = cublas_handle();
+  cuda::note_gemm();
   if (dtype == DType::Float64) {
     const double alpha = g.alpha, beta = g.beta;
     const auto* b = static_cast<const double*>(g.b.tensor.data_ptr());
