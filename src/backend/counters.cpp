@@ -2,6 +2,8 @@
 // dependency, so every build has them and a build without CUDA reports zeros.
 #include "tapegrad/cuda/counters.h"
 
+#include <initializer_list>
+
 namespace tapegrad::cuda {
 
 namespace detail {
