@@ -114,3 +114,32 @@ TEST(CudaCounters, EveryEmulatedLaunchIsCounted) {
 
 }  // namespace
 }  // namespace tapegrad
+
+namespace tapegrad {
+namespace {
+
+// x * 0.5, x + 1, x - 2, x / 4 and x != 3: the number is a kernel argument, so each is one launch
+// and no 0-d device tensor is filled first; values and gradients are the CPU's.
+TEST(CudaCounters, NumbersAreKernelArguments) {
+  SKIP_WITHOUT_GPU();
+  Tensor host = randn({6, 5});
+  Tensor x = host.to(kGpu).requires_grad_(true), xc = host.clone().requires_grad_(true);
+  auto f = [](const Tensor& t) { return div(sub(add(mul(t, 0.5), 1.0), 2.0), 4.0); };
+  Delta d;
+  Tensor y = f(x);
+  EXPECT_EQ(d.get().launches, 4u);
+  Tensor mask = ne(y, 3.0);
+  EXPECT_EQ(d.get().launches, 5u);
+  // Negative control: a power still goes through a 0-d tensor (a fill, then the kernel).
+  Tensor p = pow(x.detach(), 3.0);
+  EXPECT_EQ(d.get().launches, 7u);
+  testing::expect_close(y.to(kCPU), testing::values(f(xc)), 1e-6);
+  testing::expect_close(p.to(kCPU), testing::values(pow(host, 3.0)), 1e-5);
+  sum(y).backward();
+  sum(f(xc)).backward();
+  testing::expect_close(x.grad().to(kCPU), testing::values(xc.grad()), 1e-7);
+  EXPECT_EQ(testing::values(mask.to(kCPU)), testing::values(ne(f(host), 3.0)));
+}
+
+}  // namespace
+}  // namespace tapegrad
