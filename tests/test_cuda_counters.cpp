@@ -2,6 +2,7 @@
 // a known sequence of ops on a CUDA device, and zero for CPU work. In the emulation build, the
 // launch count is also checked against the launches the emulated runtime saw, so a kernel launched
 // around the counting macro would be caught. The GPU cases skip where no device is present.
+#include "support/gpu.h"
 #include "test_util.h"
 
 #ifdef TAPEGRAD_TEST_WITH_EMULATOR
@@ -10,9 +11,6 @@
 
 namespace tapegrad {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 const Device kGpu(DeviceKind::CUDA, 0);
 

@@ -6,13 +6,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 const Device kGpu(DeviceKind::CUDA, 0);
 
