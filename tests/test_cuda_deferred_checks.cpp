@@ -7,6 +7,8 @@
 #include <string>
 
 #include "support/gpu.h"
+#include "tapegrad/cuda/checks.h"
+#include "tapegrad/cuda/counters.h"
 #include "test_util.h"
 
 namespace tapegrad {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad::bench {

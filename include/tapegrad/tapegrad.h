@@ -15,8 +15,6 @@
 #include "tapegrad/core/generator.h"
 #include "tapegrad/core/tensor.h"
 #include "tapegrad/cuda/blas_settings.h"
-#include "tapegrad/cuda/checks.h"
-#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/device.h"
 #include "tapegrad/cuda/memory.h"
 #include "tapegrad/cuda/stream.h"
