@@ -22,6 +22,19 @@ struct CompareFn {
   __device__ bool operator()(T a, T b) const { return Op::apply(static_cast<Acc<T>>(a), static_cast<Acc<T>>(b)); }
 };
 
+// The scalar operand arrives converted to T and widened, as a 0-d tensor of a's dtype would be read.
+template <class Op, class T>
+struct BinaryScalarFn {
+  Acc<T> b;
+  __device__ T operator()(T a) const { return convert<T>(Op::apply(static_cast<Acc<T>>(a), b)); }
+};
+
+template <class Op, class T>
+struct CompareScalarFn {
+  Acc<T> b;
+  __device__ bool operator()(T a) const { return Op::apply(static_cast<Acc<T>>(a), b); }
+};
+
 }  // namespace
 
 // Overwrites out (which may alias a).
@@ -41,6 +54,29 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
     using T = typename decltype(tag)::type;
     math::with_compare_op(op, [&](auto formula) {
       launch_pointwise<bool, T, T>("compare", CompareFn<decltype(formula), T>{}, out, a, b);
+    });
+  });
+}
+
+// Overwrites out (which may alias a) with a (op) b; a and out share a floating dtype.
+void binary_scalar(BinaryOp op, const Tensor& a, double b, const Tensor& out) {
+  const char* name = backend::binary_op_name(op);
+  dispatch_floating_and_half(out.dtype(), name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_binary_op(op, [&](auto formula) {
+      const BinaryScalarFn<decltype(formula), T> fn{static_cast<Acc<T>>(convert<T>(b))};
+      launch_pointwise<T, T>(name, fn, out, a);
+    });
+  });
+}
+
+// Overwrites the bool out with a (op) b, b converted to a's dtype.
+void compare_scalar(CompareOp op, const Tensor& a, double b, const Tensor& out) {
+  dispatch_all(a.dtype(), "compare", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    math::with_compare_op(op, [&](auto formula) {
+      const CompareScalarFn<decltype(formula), T> fn{static_cast<Acc<T>>(convert<T>(b))};
+      launch_pointwise<bool, T>("compare", fn, out, a);
     });
   });
 }

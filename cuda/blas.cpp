@@ -17,6 +17,7 @@
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
@@ -82,6 +83,7 @@ void call_cublas(const GemmArgs& g) {
   const int64_t stride_c = g.out.dim() == 3 ? g.out.stride(0) : 0;
   cublasHandle_t handle = cublas_handle();
   if (dtype == DType::Float64) {
+    cuda::note_gemm();
     const double alpha = g.alpha, beta = g.beta;
     const auto* b = static_cast<const double*>(g.b.tensor.data_ptr());
     const auto* a = static_cast<const double*>(g.a.tensor.data_ptr());
@@ -108,6 +110,7 @@ void call_cublas(const GemmArgs& g) {
       operands == DType::Float32 && cuda::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cudaDataType type = cuda_dtype(operands), c_type = cuda_dtype(dtype);
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  cuda::note_gemm();
   if (g.batch == 1) {
     TG_CUBLAS_CHECK(cublasGemmEx_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type,
                                     g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(), c_type, ldc,

@@ -33,6 +33,7 @@
 #include "cuda_kernels.h"
 #include "launch.h"
 #include "tapegrad/cuda/blas_settings.h"
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
@@ -217,10 +218,10 @@ bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const 
     workspace = backend::allocate_tensor({static_cast<int64_t>((plan.workspace + 3) / 4)}, kFloat32, out.device(),
                                          "linear");
   const float alpha = 1.0f, beta = 0.0f;
+  cuda::note_gemm();
   TG_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, b.data_ptr(), plan.a, a.data_ptr(), plan.b, &beta,
-                             out.data_ptr(), plan.d, out.data_ptr(), plan.d, &plan.algo, workspace.defined() ? workspace.data_ptr() : nullptr,
-                             plan.workspace,
-                             current_stream()));
+                             out.data_ptr(), plan.d, out.data_ptr(), plan.d, &plan.algo,
+                             workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace, current_stream()));
   return true;  // the workspace returns to the cache in stream order, after the product
 }
 

@@ -42,6 +42,7 @@
 #include "cuda_check.h"
 #include "profiler/record.h"
 #include "runtime.h"
+#include "tapegrad/cuda/counters.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -307,7 +308,10 @@ class DeviceCache {
       ++block->pending_events;
     }
     block->other_streams.clear();
-    if (!all_marked && cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    if (!all_marked) {
+      cuda::note_host_sync();
+      if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    }
   }
 
   // Frees the blocks whose events have all completed.
@@ -362,6 +366,7 @@ class DeviceCache {
     if (!captures_.empty()) return;
     for (auto& [event, block] : pending_) {
       (void)block;
+      cuda::note_host_sync();
       TG_CUDA_CHECK(cudaEventSynchronize(event), "cuda allocator");
     }
     process_events();
@@ -378,6 +383,7 @@ class DeviceCache {
           continue;
         }
         ++stats_.num_device_frees;
+        cuda::note_host_sync();  // cudaFree waits for the device
         TG_CUDA_CHECK(cudaFree(block->ptr), "cuda allocator: releasing cached memory");
         stats_.reserved_bytes -= block->size;
         it = pool->erase(it);
@@ -435,6 +441,7 @@ DataPtr allocate_uncached(size_t nbytes, int device) {
   return DataPtr{ptr, [device, size](void* p) {
                    if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, device), -size, p);
                    NoThrowDeviceGuard guard(device);
+                   cuda::note_host_sync();  // cudaFree waits for the device
                    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
                  }};
 }

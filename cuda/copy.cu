@@ -27,6 +27,7 @@ void copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     // A plain byte copy: the copy engine's own path, no kernel. Overlap cannot occur here (copy_
     // clones an overlapping source first).
+    cuda::note_copy();
     TG_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.numel() * src.itemsize(),
                                   cudaMemcpyDeviceToDevice, current_stream()),
                   "copy");

@@ -1,13 +1,16 @@
 // Fused cross-entropy over logits [N, C] (contiguous) and int64 targets [N]: the forward is one
 // kernel (a warp or a block per row computes max, logsumexp and the loss with label smoothing),
 // the backward one elementwise kernel. Rows whose target is ignore_index get loss 0 and a zero
-// gradient. 16-bit floats compute in float. The formulas are math/cross_entropy.h, shared with
+// gradient. A target outside [0, C) is not read through: it is reported on the device (Note
+// [deferred checks]) and gives a NaN loss. 16-bit floats compute in float. The formulas are math/cross_entropy.h, shared with
 // the CPU backend.
 #include <cstdint>
 #include <limits>
 
 #include "block_reduce.cuh"
 #include "cuda_check.h"
+#include "device_checks.cuh"
+#include "device_checks.h"
 #include "dispatch.h"
 #include "launch.h"
 #include "math/binary.h"
@@ -37,7 +40,7 @@ struct SumOf {
 // losses precise when the logits are large.
 template <int kThreadsPerRow, class T>
 __global__ void cross_entropy_kernel(const T* logits, const int64_t* target, T* losses, T* logsumexp, int64_t rows,
-                                     int64_t classes, int64_t ignore_index, Acc<T> smoothing) {
+                                     int64_t classes, int64_t ignore_index, Acc<T> smoothing, CheckSite site) {
   using Tiling = RowTiling<kThreadsPerRow>;
   using C = Acc<T>;
   TG_SHARED_ARRAY(C, shared, Tiling::kSharedSlots);
@@ -58,10 +61,17 @@ __global__ void cross_entropy_kernel(const T* logits, const int64_t* target, T* 
       const C log_total = math::log_of(total);
       const int64_t t = target[row];
       logsumexp[row] = convert<T>(m + log_total);
-      // An ignored row's target may lie outside [0, classes): it is never read.
-      losses[row] = t == ignore_index ? convert<T>(C(0))
-                                      : convert<T>(math::cross_entropy_loss<C>(log_total, convert<C>(z[t]) - m,
-                                                                               shifted_sum, classes, smoothing));
+      // An ignored row's target may lie outside [0, classes): it is never read. Any other target
+      // outside it is reported (Note [deferred checks]) and its row's loss is NaN.
+      if (t == ignore_index) {
+        losses[row] = convert<T>(C(0));
+      } else if (t < 0 || t >= classes) {
+        report_bad_value(site, t, row);
+        losses[row] = convert<T>(std::numeric_limits<C>::quiet_NaN());
+      } else {
+        losses[row] = convert<T>(
+            math::cross_entropy_loss<C>(log_total, convert<C>(z[t]) - m, shifted_sum, classes, smoothing));
+      }
     }
   }
 }
@@ -106,14 +116,19 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
     T* loss = static_cast<T*>(losses.data_ptr());
     T* lse = static_cast<T*>(logsumexp.data_ptr());
     const C smoothing = static_cast<C>(label_smoothing);
+    CheckSite site;
+    site.record = error_record(logits.device().index(), stream);
+    site.check = static_cast<int32_t>(backend::DeviceCheck::CrossEntropyTarget);
+    site.limit = classes;
+    site.ignore_index = ignore_index;
     if (classes <= kWarpRowLimit) {
       using Tiling = RowTiling<kWarpSize>;
       TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, cross_entropy_kernel<kWarpSize, T>)
-      (z, t, loss, lse, rows, classes, ignore_index, smoothing);
+      (z, t, loss, lse, rows, classes, ignore_index, smoothing, site);
     } else {
       using Tiling = RowTiling<kBlockThreads>;
       TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, cross_entropy_kernel<kBlockThreads, T>)
-      (z, t, loss, lse, rows, classes, ignore_index, smoothing);
+      (z, t, loss, lse, rows, classes, ignore_index, smoothing, site);
     }
     TG_CUDA_CHECK_LAUNCH("cross_entropy");
   });

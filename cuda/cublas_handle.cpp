@@ -93,6 +93,7 @@ cublasHandle_t cublas_handle() {
   auto found = pooled->workspaces.find(stream);
   if (found == pooled->workspaces.end()) {
     if (pooled->workspaces.size() >= kMaxWorkspacesPerHandle) {
+      cuda::note_host_sync();
       TG_CUDA_CHECK(cudaDeviceSynchronize(), "cublas workspace");
       pooled->workspaces.clear();
     }

@@ -356,6 +356,7 @@ void copy_param(const ParamPlace& place, const Tensor& param, char* space, bool 
   auto copy = [&](size_t space_offset, size_t dense_offset, size_t bytes) {
     char* dst = into_space ? space + space_offset : dense + dense_offset;
     const char* src = into_space ? dense + dense_offset : space + space_offset;
+    cuda::note_copy();
     TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), kOp);
   };
   if (place.gates_adjacent()) {
@@ -379,9 +380,11 @@ void zero_padded_steps(void* data, bool batch_first, const Dims& d, int width, c
     const size_t pad_steps = static_cast<size_t>(d.steps - len);
     if (batch_first) {
       char* start = base + (static_cast<size_t>(b) * d.steps + len) * row_bytes;
+      cuda::note_copy();
       TG_CUDA_CHECK(cudaMemsetAsync(start, 0, pad_steps * row_bytes, stream), kOp);
     } else {
       char* start = base + (static_cast<size_t>(len) * d.batch + b) * row_bytes;
+      cuda::note_copy();
       TG_CUDA_CHECK(cudaMemset2DAsync(start, d.batch * row_bytes, 0, row_bytes, pad_steps, stream), kOp);
     }
   }
@@ -395,9 +398,11 @@ void copy_state_rows(void* dst, const void* src, const Dims& d, const std::vecto
     const size_t offset = static_cast<size_t>(b) * row_bytes;
     char* to = static_cast<char*>(dst) + offset;
     if (src == nullptr) {
+      cuda::note_copy();
       TG_CUDA_CHECK(cudaMemset2DAsync(to, pitch, 0, row_bytes, d.states(), stream), kOp);
     } else {
       const char* from = static_cast<const char*>(src) + offset;
+      cuda::note_copy();
       TG_CUDA_CHECK(cudaMemcpy2DAsync(to, pitch, from, pitch, row_bytes, d.states(), cudaMemcpyDeviceToDevice, stream),
                     kOp);
     }
@@ -408,7 +413,10 @@ void copy_state_rows(void* dst, const void* src, const Dims& d, const std::vecto
 std::shared_ptr<Storage> copy_of(const Tensor& t, int device, cudaStream_t stream) {
   const size_t nbytes = static_cast<size_t>(t.numel()) * t.itemsize();
   std::shared_ptr<Storage> copy = device_buffer(nbytes, device);
-  if (nbytes > 0) TG_CUDA_CHECK(cudaMemcpyAsync(copy->data(), t.data_ptr(), nbytes, cudaMemcpyDeviceToDevice, stream), kOp);
+  if (nbytes > 0) {
+    cuda::note_copy();
+    TG_CUDA_CHECK(cudaMemcpyAsync(copy->data(), t.data_ptr(), nbytes, cudaMemcpyDeviceToDevice, stream), kOp);
+  }
   return copy;
 }
 
@@ -445,6 +453,7 @@ void lstm_forward(const CudnnLstmForwardArgs& args, CudnnLstmContext* context) {
 
   // cudnnRNNForward reads the lengths from device memory, possibly after it returns.
   std::shared_ptr<Storage> device_lengths = device_buffer(lengths.cudnn.size() * sizeof(int32_t), device);
+  cuda::note_copy();
   TG_CUDA_CHECK(cudaMemcpyAsync(device_lengths->data(), lengths.cudnn.data(), lengths.cudnn.size() * sizeof(int32_t),
                                 cudaMemcpyHostToDevice, stream),
                 kOp);
@@ -456,6 +465,7 @@ void lstm_forward(const CudnnLstmForwardArgs& args, CudnnLstmContext* context) {
   std::shared_ptr<Storage> workspace = device_buffer(workspace_bytes, device);
   std::shared_ptr<Storage> reserve = args.training ? device_buffer(reserve_bytes, device) : nullptr;
 
+  cuda::note_launch();  // one cuDNN call, however many kernels it launches
   TG_CUDNN_CHECK(cudnnRNNForward(handle, desc.rnn.get(), mode, static_cast<const int32_t*>(device_lengths->data()),
                                  desc.x.get(), args.x.data_ptr(), desc.y.get(), args.y.data_ptr(), desc.state.get(),
                                  maybe_data(args.hx), args.hy.data_ptr(), desc.state.get(), maybe_data(args.cx),
@@ -522,6 +532,7 @@ void lstm_backward(const CudnnLstmBackwardArgs& args) {
     dcy = dcy_copy->data();
   }
 
+  cuda::note_launch();
   TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, desc.rnn.get(), device_lengths, desc.y.get(), fwd.y.data_ptr(), dy,
                                          desc.x.get(), args.dx.data_ptr(), desc.state.get(), maybe_data(fwd.hx), dhy,
                                          maybe_mutable_data(args.dhx), desc.state.get(), maybe_data(fwd.cx), dcy,
@@ -543,7 +554,9 @@ void lstm_backward(const CudnnLstmBackwardArgs& args) {
   // cudnnRNNBackwardWeights_v8 adds into the gradient space (CUDNN_WGRAD_MODE_ADD), so start at zero.
   const size_t weight_bytes = ctx.weight_space->nbytes();
   std::shared_ptr<Storage> grad_space = device_buffer(weight_bytes, device);
+  cuda::note_copy();
   TG_CUDA_CHECK(cudaMemsetAsync(grad_space->data(), 0, weight_bytes, stream), kOp);
+  cuda::note_launch();
   TG_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle, desc.rnn.get(), CUDNN_WGRAD_MODE_ADD, device_lengths, desc.x.get(),
                                             fwd.x.data_ptr(), desc.state.get(), maybe_data(fwd.hx), desc.y.get(),
                                             fwd.y.data_ptr(), weight_bytes, grad_space->data(), workspace_bytes,

@@ -5,7 +5,9 @@
 #include <cstdio>
 
 #include "cuda_check.h"
+#include "device_checks.h"
 #include "runtime.h"
+#include "tapegrad/cuda/counters.h"
 
 namespace tapegrad::cuda {
 
@@ -34,7 +36,9 @@ void set_device(int device) {
 
 void synchronize(int device) {
   DeviceGuard guard(cuda_backend::resolve_device(device, "cuda::synchronize"));
+  note_host_sync();
   TG_CUDA_CHECK(cudaDeviceSynchronize(), "cuda::synchronize");
+  cuda_backend::raise_device_errors(current_device(), /*device_wide=*/true);
 }
 
 DeviceProperties get_device_properties(int device) {

@@ -16,6 +16,7 @@
 #include "caching_allocator.h"
 #include "cuda_check.h"
 #include "runtime.h"
+#include "tapegrad/cuda/counters.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -29,8 +30,9 @@ void note_capture_failure(const char* where, const char* call, cudaError_t statu
   tls_capture_failure = detail::str_cat(where, " (", call, ": ", cudaGetErrorName(status), ")");
 }
 
-// Called once per graph replay. The per-step launch counter counts a replay as one launch here.
-void note_graph_launch() {}
+// Called once per graph replay: the per-step counters see a replay as one launch (the kernels it
+// runs were counted when they were captured).
+void note_graph_launch() { cuda::note_launch(); }
 
 }  // namespace tapegrad::cuda_backend
 

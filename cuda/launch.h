@@ -4,8 +4,8 @@
 //
 // Every launch goes through TG_LAUNCH_KERNEL and every static shared array through
 // TG_SHARED_ARRAY. Here they are CUDA's own syntax; the emulation build (-DTAPEGRAD_CUDA=EMULATE,
-// tests/cuda_emulator) defines them first, in its cuda_runtime.h, to run the same kernels on the
-// host with CUDA's rules checked.
+// tests/cuda_emulator) defines TG_EMU_LAUNCH_KERNEL and TG_SHARED_ARRAY first, in its
+// cuda_runtime.h, to run the same kernels on the host with CUDA's rules checked.
 //
 //   TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, kernel<Args...>)(arguments...);
 //   TG_SHARED_ARRAY(float, partials, 32);  // __shared__ float partials[32];
@@ -17,11 +17,18 @@
 #include <cstdint>
 
 #include "cuda_check.h"
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/device.h"
 
-#ifndef TG_LAUNCH_KERNEL
+// Each launch is counted (tapegrad/cuda/counters.h) before it is made; the expansion is
+// `note_launch(), kernel<<<...>>>(arguments)`, one expression statement.
+#ifdef TG_EMU_LAUNCH_KERNEL
+#undef TG_LAUNCH_KERNEL
 #define TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
-  __VA_ARGS__<<<grid, block, dynamic_shared_bytes, stream>>>
+  ::tapegrad::cuda::note_launch(), TG_EMU_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, __VA_ARGS__)
+#else
+#define TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
+  ::tapegrad::cuda::note_launch(), __VA_ARGS__<<<grid, block, dynamic_shared_bytes, stream>>>
 #endif
 #ifndef TG_SHARED_ARRAY
 #define TG_SHARED_ARRAY(type, name, count) __shared__ type name[count]
@@ -54,7 +61,12 @@ inline int grid_for(int64_t n, int threads = kBlockThreads) {
 //                                                     kernel<Args...>)(arguments...);
 // The caller checks the returned status (cudaErrorCooperativeLaunchTooLarge when the grid cannot
 // be resident at once). Grid-wide sync needs no -rdc since CUDA 11.0.
-#ifndef TG_LAUNCH_COOPERATIVE_KERNEL
+#ifdef TG_EMU_LAUNCH_COOPERATIVE_KERNEL
+// Counted like TG_LAUNCH_KERNEL; the parentheses keep the launcher one postfix expression.
+#undef TG_LAUNCH_COOPERATIVE_KERNEL
+#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
+  (::tapegrad::cuda::note_launch(), TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, __VA_ARGS__))
+#else
 namespace tapegrad::cuda_backend {
 template <class Kernel>
 class CooperativeLaunch;
@@ -67,6 +79,7 @@ class CooperativeLaunch<void (*)(Params...)> {
   // through untyped pointers.
   cudaError_t operator()(Params... args) const {
     void* argv[] = {static_cast<void*>(&args)..., nullptr};
+    ::tapegrad::cuda::note_launch();
     return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel_), grid_, block_, argv, shared_, stream_);
   }
 

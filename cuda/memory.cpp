@@ -2,15 +2,20 @@
 // implements the public memory API (tapegrad/cuda/memory.h).
 //
 // Copies run on the current stream of the tensor's device (made current for the call). Host to
-// device from pinned memory is asynchronous; from pageable memory, and device to host always, the
-// call waits for the stream so the data is in place when it returns.
+// device never waits: pageable memory is first staged into a pinned block (so the caller may
+// free or change its buffer at once). Device to host waits for the stream, so the data is in place
+// when it returns; that wait is also where deferred device checks are raised (device_checks.h).
 #include <cuda_runtime.h>
+
+#include <cstring>
 
 #include "caching_allocator.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "device_checks.h"
 #include "pinned_allocator.h"
 #include "runtime.h"
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/cuda/stream.h"
 
 namespace tapegrad::cuda_backend {
@@ -18,6 +23,9 @@ namespace tapegrad::cuda_backend {
 Allocator& device_allocator() { return caching_allocator(); }
 
 namespace {
+
+// Pageable uploads up to this size are staged through pinned memory (see copy_from_cpu).
+constexpr size_t kMaxStagedBytes = size_t(64) << 20;
 
 void check_copy(const char* op, const Tensor& src, const Tensor& dst) {
   TG_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
@@ -35,12 +43,32 @@ void copy_from_cpu(const Tensor& src_cpu, const Tensor& dst) {
   const int device = dst.device().index();
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  // Pinned: the DMA reads the host buffer later, so the pinned allocator must not reuse it before
-  // the stream passes this copy (Note [pinned blocks]).
-  const bool pinned = pinned_host_allocator().record_use(src_cpu.data_ptr(), nbytes, stream, device);
-  TG_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src_cpu.data_ptr(), nbytes, cudaMemcpyHostToDevice, stream),
-                "copy to cuda");
-  if (!pinned) TG_CUDA_CHECK(cudaStreamSynchronize(stream), "copy to cuda");
+  // The DMA reads the host buffer later, so the pinned allocator must not reuse it before the
+  // stream passes this copy (Note [pinned blocks]). Pageable memory is copied into a pinned block
+  // first, given back at once: the allocator holds it until the stream has passed the copy. Above
+  // kMaxStagedBytes (a checkpoint, a whole data set) the pinned cache would keep a block that
+  // large for good, so such an upload waits for its stream instead.
+  const void* source = src_cpu.data_ptr();
+  DataPtr staging;
+  bool wait = false;
+  if (!pinned_host_allocator().record_use(source, nbytes, stream, device)) {
+    if (nbytes <= kMaxStagedBytes) {
+      staging = pinned_host_allocator().allocate(nbytes, kCPU);
+      std::memcpy(staging.ptr, source, nbytes);
+      pinned_host_allocator().record_use(staging.ptr, nbytes, stream, device);
+      source = staging.ptr;
+    } else {
+      wait = true;
+    }
+  }
+  cuda::note_copy();
+  const cudaError_t status = cudaMemcpyAsync(dst.data_ptr(), source, nbytes, cudaMemcpyHostToDevice, stream);
+  if (staging.deleter) staging.deleter(staging.ptr);
+  TG_CUDA_CHECK(status, "copy to cuda");
+  if (wait) {
+    cuda::note_host_sync();
+    TG_CUDA_CHECK(cudaStreamSynchronize(stream), "copy to cuda");
+  }
 }
 
 // Overwrites the contiguous host tensor dst_cpu with src (on a CUDA device); valid on return.
@@ -51,9 +79,13 @@ void copy_to_cpu(const Tensor& src, const Tensor& dst_cpu) {
   const int device = src.device().index();
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
+  DeferredErrorRead read(device, stream);
+  cuda::note_copy();
   TG_CUDA_CHECK(cudaMemcpyAsync(dst_cpu.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, stream),
                 "copy to cpu");
+  cuda::note_host_sync();
   TG_CUDA_CHECK(cudaStreamSynchronize(stream), "copy to cpu");
+  read.raise_if_failed();
 }
 
 void register_memory(backend::KernelTable& table) {

@@ -19,6 +19,7 @@
 
 #include "cuda_check.h"
 #include "runtime.h"
+#include "tapegrad/cuda/counters.h"
 
 namespace tapegrad::cuda_backend {
 
@@ -166,6 +167,7 @@ class HostCache {
     }
     (void)cudaGetLastError();
     if (event != nullptr) (void)cudaEventDestroy(event);
+    cuda::note_host_sync();
     if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
   }
 
@@ -208,6 +210,7 @@ class HostCache {
       while (!blocks.empty()) {
         HostBlock* block = blocks.back();
         ++stats_.num_host_frees;
+        cuda::note_host_sync();  // cudaFreeHost synchronises
         TG_CUDA_CHECK(cudaFreeHost(block->ptr), "pinned host allocator: releasing cached memory");
         blocks.pop_back();
         blocks_.erase(reinterpret_cast<uintptr_t>(block->ptr));

@@ -15,6 +15,8 @@ void register_pointwise(backend::KernelTable& table) {
   table.unary_backward = unary_backward;
   table.binary = binary;
   table.compare = compare;
+  table.binary_scalar = binary_scalar;
+  table.compare_scalar = compare_scalar;
   table.where = where;
   table.clamp = clamp;
 }

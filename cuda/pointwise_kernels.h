@@ -26,6 +26,8 @@ void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& gra
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void binary_scalar(BinaryOp op, const Tensor& a, double b, const Tensor& out);
+void compare_scalar(CompareOp op, const Tensor& a, double b, const Tensor& out);
 
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
 void clamp(const Tensor& x, double min, double max, const Tensor& out);

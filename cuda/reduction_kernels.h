@@ -33,9 +33,10 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, con
                             double label_smoothing);
 
 // indexing.cu
-void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
-void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
-void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck check);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck check);
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck check);
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck check);
+void check_values(const Tensor& values, int64_t limit, int64_t ignore_index, backend::DeviceCheck check);
 
 }  // namespace tapegrad::cuda_backend

@@ -18,6 +18,7 @@ void register_reductions(backend::KernelTable& table) {
   table.index_add = index_add;
   table.gather = gather;
   table.scatter_add = scatter_add;
+  table.check_values = check_values;
 }
 
 }  // namespace tapegrad::cuda_backend

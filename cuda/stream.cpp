@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "device_checks.h"
 #include "launch.h"
 #include "runtime.h"
 
@@ -20,6 +21,7 @@ struct StreamOwner {
   // Waits for queued work before destroying: a stream created later may get the same handle value,
   // and the caching allocator's free lists are keyed by that value.
   ~StreamOwner() {
+    note_host_sync();
     if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
     if (cudaStreamDestroy(stream) != cudaSuccess) (void)cudaGetLastError();
   }
@@ -101,7 +103,10 @@ Stream Stream::default_stream(int device) {
 // The legacy default stream (handle 0) means "the current device's", hence the guards below.
 void Stream::synchronize() const {
   DeviceGuard guard(device_);
+  cuda_backend::DeferredErrorRead read(device_, static_cast<cudaStream_t>(handle_));
+  note_host_sync();
   TG_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "cuda::Stream::synchronize");
+  read.raise_if_failed();
 }
 
 bool Stream::query() const {
@@ -167,7 +172,9 @@ void Event::record(const Stream& stream) {
 
 void Event::synchronize() const {
   if (state_->event == nullptr) return;
+  note_host_sync();
   TG_CUDA_CHECK(cudaEventSynchronize(state_->event), "cuda::Event::synchronize");
+  cuda_backend::raise_device_errors(state_->device, /*device_wide=*/false);
 }
 
 bool Event::query() const {

@@ -1,6 +1,7 @@
 // Whole training steps of the named configurations (forward, cross-entropy, backward, Adam step;
 // data already on the device) at each of their batch sizes, on the CPU and, where present, CUDA.
-// Counters: examples/s, and FLOP/s of the GEMMs alone (a floor on the work done).
+// Counters: examples/s, FLOP/s of the GEMMs alone (a floor on the work done), and what one step
+// asks of the GPU: kernel launches, GEMMs, copies and host syncs per step (all 0 on the CPU).
 #include "device_timing.h"
 #include "models/named_configs.h"
 
@@ -15,10 +16,15 @@ int main(int argc, char** argv) {
                     [&c, batch](benchmark::State& state, Device dev) {
                       TrainingRun run(c.shape, batch, dev, /*seed=*/0, c.lr);
                       run.step();  // the first step allocates the optimiser state
+                      const cuda::Counters per_step = step_counts(run);
                       time_loop(
                           state, dev, [&] { run.step(); }, 3, GpuClock::SynchronizedWallClock);
                       state.SetItemsProcessed(state.iterations() * batch);
                       set_flops(state, c.shape.gemm_flops_per_example() * static_cast<double>(batch));
+                      state.counters["launches"] = static_cast<double>(per_step.launches);
+                      state.counters["gemms"] = static_cast<double>(per_step.gemms);
+                      state.counters["copies"] = static_cast<double>(per_step.copies);
+                      state.counters["host_syncs"] = static_cast<double>(per_step.host_syncs);
                     });
       }
     }

@@ -272,4 +272,10 @@ void synchronize(Device device) {
   if (device.is_cuda()) cuda::synchronize(device.index());
 }
 
+cuda::Counters step_counts(TrainingRun& run) {
+  const cuda::Counters before = cuda::counters();
+  (void)run.step();
+  return cuda::counters() - before;
+}
+
 }  // namespace tapegrad::bench

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/cuda/counters.h"
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad::bench {
@@ -113,5 +114,11 @@ class TrainingRun {
 
 // Waits for all work queued on `device` (every stream of that GPU); returns at once on the CPU.
 void synchronize(Device device);
+
+// What one more training step of `run` asks of the GPU (tapegrad/cuda/counters.h): kernel
+// launches, GEMMs, copies and host synchronisations. The loss is not read, as in a training loop
+// that does not print every step. All zero on the CPU. Run it after a warm-up step (the first
+// step allocates the optimiser state).
+cuda::Counters step_counts(TrainingRun& run);
 
 }  // namespace tapegrad::bench

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "sweep_report.h"
 
@@ -36,8 +38,22 @@ std::vector<SweepCurve> grid(bool quick) {
   return curves;
 }
 
-StepTiming time_training(const ModelShape& shape, int64_t batch, Device device, const TimingPlan& plan) {
+// Lines of the closing "work per step" list: what one step asked of the GPU.
+std::vector<std::string> g_step_counts;
+
+StepTiming time_training(const std::string& name, const ModelShape& shape, int64_t batch, Device device,
+                         const TimingPlan& plan) {
   TrainingRun run(shape, batch, device);
+  if (device.is_cuda()) {
+    run.step();  // the first step allocates the optimiser state
+    const cuda::Counters c = step_counts(run);
+    char line[256];
+    std::snprintf(line, sizeof(line), "  %-16s b=%-5lld %6llu launches %5llu gemms %4llu copies %3llu host syncs",
+                  name.c_str(), static_cast<long long>(batch), static_cast<unsigned long long>(c.launches),
+                  static_cast<unsigned long long>(c.gemms), static_cast<unsigned long long>(c.copies),
+                  static_cast<unsigned long long>(c.host_syncs));
+    g_step_counts.push_back(line);
+  }
   return time_steps([&] { run.step(); }, [&] { run.synchronize(); }, plan);
 }
 
@@ -105,10 +121,10 @@ int main(int argc, char** argv) {
         point.batch_bytes = curve.shape.kind == ModelKind::CharLm
                                 ? shape_numel(input_shape(curve.shape, batch)) * 16 + batch * 8  // i64 ids, targets, lengths
                                 : shape_numel(input_shape(curve.shape, batch)) * 4 + batch * 8;  // f32 inputs, i64 targets
-        point.cpu = time_training(curve.shape, batch, kCPU, plan);
+        point.cpu = time_training(curve.name, curve.shape, batch, kCPU, plan);
         if (report.gpu_found) {
           try {
-            point.gpu = time_training(curve.shape, batch, kCUDA, plan);
+            point.gpu = time_training(curve.name, curve.shape, batch, kCUDA, plan);
             measure_copies(curve, point, copy_plan);
           } catch (const std::exception& e) {
             point.gpu_error = e.what();
@@ -121,6 +137,11 @@ int main(int argc, char** argv) {
     }
 
     std::printf("%s\n", format_table(report).c_str());
+    if (!g_step_counts.empty()) {
+      std::printf("CUDA work per training step (one step after a warm-up, loss not read):\n");
+      for (const std::string& line : g_step_counts) std::printf("%s\n", line.c_str());
+      std::printf("\n");
+    }
     std::filesystem::create_directories(out_dir);
     const std::string plot = out_dir + (report.gpu_found ? "/speedup.svg" : "/cpu_throughput.svg");
     write_csv(report, out_dir + "/sweep.csv");

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/device_checks.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/storage.h"
 #include "math/op_list.h"

@@ -57,10 +57,10 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
                          const Tensor& grad_bias);
 
 // indexing.cpp
-void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
-void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
-void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck check);
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck check);
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck check);
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck check);
 
 // lstm.cpp
 void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,

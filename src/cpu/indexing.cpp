@@ -36,7 +36,7 @@ void for_each_index(const Tensor& index, int64_t dim, const F& f) {
 }  // namespace
 
 // Overwrites out. x, index and out contiguous.
-void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck /*check: the op checked on the host*/) {
   Around a = around(x.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -54,7 +54,7 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
 
 // Accumulates: out[.., index[k], ..] += src[.., k, ..]. Parallel over the outer and inner dims, so
 // duplicate indices never race.
-void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck /*check: the op checked on the host*/) {
   Around a = around(out.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -78,7 +78,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
 }
 
 // Overwrites out (shape of index). x, index, out contiguous.
-void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck /*check: the op checked on the host*/) {
   Around xa = around(x.sizes(), dim);
   Around ia = around(index.sizes(), dim);
   dispatch_all(x.dtype(), "gather", [&](auto tag) {
@@ -93,7 +93,7 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
 }
 
 // Accumulates: out[.., index[..], ..] += src[..]. Serial: duplicate indices may collide.
-void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck /*check: the op checked on the host*/) {
   Around oa = around(out.sizes(), dim);
   Around ia = around(index.sizes(), dim);
   Around sa = around(src.sizes(), dim);

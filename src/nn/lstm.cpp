@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <memory>
 
+#include "backend/kernel_table.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/grad_mode.h"
 
@@ -99,10 +101,9 @@ std::vector<Tensor> layer_forward_checkpointed(const LayerRun& run, const Tensor
 }
 
 // Each sequence's length within steps [begin, end): its valid steps there, counted from begin.
-Tensor run_lengths(const std::vector<int64_t>& lengths, int64_t begin, int64_t end, Device device) {
-  std::vector<int64_t> local;
-  for (int64_t l : lengths) local.push_back(std::min(std::max<int64_t>(l - begin, 0), end - begin));
-  return tensor(local).to(device);
+// Computed where the lengths are (int64), so lengths on the GPU are never read back.
+Tensor run_lengths(const Tensor& lengths, int64_t begin, int64_t end) {
+  return clamp(sub(lengths, static_cast<double>(begin)), 0.0, static_cast<double>(end - begin));
 }
 
 // The layer with its steps in `runs` consecutive runs per direction, each through checkpoint()
@@ -113,15 +114,20 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
                                             const std::vector<Tensor>& c0, const Tensor& lengths, int64_t runs,
                                             bool keep_last) {
   const int64_t steps = input.size(0), directions = run.directions();
-  std::vector<int64_t> host_lengths;
+  Tensor all_lengths;
   if (lengths.defined()) {
     TG_CHECK(lengths.dim() == 1 && lengths.size(0) == input.size(1), "LSTM: lengths must be [", input.size(1),
              "], got ", shape_str(lengths.sizes()));
     TG_CHECK(lengths.dtype() == kInt64 || lengths.dtype() == kInt32, "LSTM: lengths must be integers, got ",
              lengths.dtype());
-    host_lengths = lengths.detach().to(kCPU).to(kInt64).contiguous().tolist<int64_t>();
-    for (int64_t v : host_lengths)
-      TG_CHECK(v >= 0 && v <= steps, "LSTM: sequence length ", v, " is outside [0, ", steps, "]");
+    all_lengths = lengths.detach().to(input.device(), kInt64).contiguous();
+    if (backend::checks_on_host(all_lengths.device().is_cuda())) {
+      for (int64_t v : all_lengths.tolist<int64_t>())
+        TG_CHECK(v >= 0 && v <= steps, "LSTM: sequence length ", v, " is outside [0, ", steps, "]");
+    } else {
+      TG_KERNEL(all_lengths.device(), check_values)(all_lengths, steps + 1, std::numeric_limits<int64_t>::min(),
+                                                    backend::DeviceCheck::LstmLength);
+    }
   }
   std::vector<Tensor> outputs, result(static_cast<size_t>(1 + 2 * directions));
   for (int64_t d = 0; d < directions; ++d) {
@@ -132,7 +138,7 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
     for (int64_t i = 0; i < runs; ++i) {
       const int64_t r = reverse ? runs - 1 - i : i;
       const int64_t begin = r * steps / runs, end = (r + 1) * steps / runs;
-      Tensor lens = lengths.defined() ? run_lengths(host_lengths, begin, end, input.device()) : Tensor();
+      Tensor lens = lengths.defined() ? run_lengths(all_lengths, begin, end) : Tensor();
       CheckpointFunction fn = [w, lens, reverse](const std::vector<Tensor>& in) {
         LstmLayerOutput o = lstm_layer(in[0], in[1], in[2], w[0], w[1], w[2], w[3], lens, reverse);
         return std::vector<Tensor>{o.output, o.h_n, o.c_n};
@@ -208,6 +214,9 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
                shape_str(state_shape));
   if (options_.implementation_ == LstmImplementation::CuDNN) return forward_cudnn(input, h0, c0, lengths);
   Tensor zero_state = zeros({batch, hidden_size_}, like);
+  // Lengths given on the host go to the device once, not once per layer and direction; each
+  // lstm_layer checks them there without waiting (Note [deferred checks]).
+  const Tensor lens = lengths.defined() && lengths.device() != x.device() ? lengths.detach().to(x.device()) : lengths;
 
   // Only worth it when backward will run: with grad mode off the plain forward runs, so that
   // inference gives the same numbers whatever the options.
@@ -233,11 +242,11 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
     std::vector<Tensor> r;
     // The layer computed last is not recomputed: its backward comes first, so no peak would drop.
     if (!checkpointing || (runs == 1 && last))
-      r = layer_forward(run, layer_input, h_init, c_init, lengths);
+      r = layer_forward(run, layer_input, h_init, c_init, lens);
     else if (runs == 1)
-      r = layer_forward_checkpointed(run, layer_input, h_init, c_init, lengths);
+      r = layer_forward_checkpointed(run, layer_input, h_init, c_init, lens);
     else
-      r = layer_forward_segmented(run, layer_input, h_init, c_init, lengths, runs, /*keep_last=*/last);
+      r = layer_forward_segmented(run, layer_input, h_init, c_init, lens, runs, /*keep_last=*/last);
     layer_input = r[0];
     h_n.insert(h_n.end(), r.begin() + 1, r.begin() + 1 + directions);
     c_n.insert(c_n.end(), r.begin() + 1 + directions, r.end());

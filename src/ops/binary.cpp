@@ -107,6 +107,29 @@ Tensor scalar_like(const Tensor& t, double value, const char* op = "scalar op") 
   return full({}, value, TensorOptions(dt).device(t.device()));
 }
 
+// a (op) b with the number b passed to the kernel as an argument, where the backend can (no 0-d
+// tensor to allocate and fill on the device, one launch instead of two); a (op) scalar_like(a, b)
+// otherwise. Taken for a floating a with +, -, *, /, whose gradients need no saved scalar tensor.
+Tensor binary_with_number(BinaryOp op, const Tensor& a, double b) {
+  const char* name = backend::binary_op_name(op);
+  check_defined(name, a, "first operand");
+  const auto kernel = backend::kernels(a.device()).binary_scalar;
+  const bool simple = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div;
+  if (kernel == nullptr || !simple || !a.is_floating_point()) return binary_op(op, a, scalar_like(a, b, name));
+  check_computable(name, a);
+  Tensor out = empty_tensor(a.sizes(), a.dtype(), a.device());
+  if (out.numel() > 0) kernel(op, a.detach(), b, out);
+  if (any_requires_grad({a})) {
+    record(name, {a}, {out}, [op, b](const std::vector<Tensor>& g) {
+      Tensor grad = g[0];
+      if (op == BinaryOp::Mul) grad = mul(grad, b);
+      if (op == BinaryOp::Div) grad = div(grad, b);
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
@@ -121,10 +144,10 @@ Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 
-Tensor add(const Tensor& a, double b) { return binary_op(BinaryOp::Add, a, scalar_like(a, b, "add")); }
-Tensor sub(const Tensor& a, double b) { return binary_op(BinaryOp::Sub, a, scalar_like(a, b, "sub")); }
-Tensor mul(const Tensor& a, double b) { return binary_op(BinaryOp::Mul, a, scalar_like(a, b, "mul")); }
-Tensor div(const Tensor& a, double b) { return binary_op(BinaryOp::Div, a, scalar_like(a, b, "div")); }
+Tensor add(const Tensor& a, double b) { return binary_with_number(BinaryOp::Add, a, b); }
+Tensor sub(const Tensor& a, double b) { return binary_with_number(BinaryOp::Sub, a, b); }
+Tensor mul(const Tensor& a, double b) { return binary_with_number(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, double b) { return binary_with_number(BinaryOp::Div, a, b); }
 Tensor pow(const Tensor& a, double exponent) {
   check_defined("pow", a);
   if (exponent == 2.0) return square(a);

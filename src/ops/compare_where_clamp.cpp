@@ -45,6 +45,20 @@ Tensor scalar_for(const char* op, const Tensor& t, double value) {
   return full({}, value, TensorOptions(dt).device(t.device()));
 }
 
+// a (op) value. Where the backend takes the number as a kernel argument and it converts to a's
+// dtype exactly as scalar_for would (no promotion), no 0-d tensor is made.
+Tensor compare_with_number(CompareOp op, const Tensor& a, double value) {
+  const char* name = compare_name(op);
+  check_defined(name, a);
+  const bool same_dtype = !is_integral(a.dtype()) || (std::isfinite(value) && std::floor(value) == value);
+  const auto kernel = backend::kernels(a.device()).compare_scalar;
+  if (!same_dtype || kernel == nullptr) return compare_op(op, a, scalar_for(name, a, value));
+  check_computable(name, a);
+  Tensor out = empty_tensor(a.sizes(), kBool, a.device());
+  if (out.numel() > 0) kernel(op, a.detach(), value, out);
+  return out;
+}
+
 }  // namespace
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Eq, a, b); }
@@ -53,12 +67,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Lt, a
 Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return compare_op(CompareOp::Eq, a, scalar_for("eq", a, b)); }
-Tensor ne(const Tensor& a, double b) { return compare_op(CompareOp::Ne, a, scalar_for("ne", a, b)); }
-Tensor lt(const Tensor& a, double b) { return compare_op(CompareOp::Lt, a, scalar_for("lt", a, b)); }
-Tensor le(const Tensor& a, double b) { return compare_op(CompareOp::Le, a, scalar_for("le", a, b)); }
-Tensor gt(const Tensor& a, double b) { return compare_op(CompareOp::Gt, a, scalar_for("gt", a, b)); }
-Tensor ge(const Tensor& a, double b) { return compare_op(CompareOp::Ge, a, scalar_for("ge", a, b)); }
+Tensor eq(const Tensor& a, double b) { return compare_with_number(CompareOp::Eq, a, b); }
+Tensor ne(const Tensor& a, double b) { return compare_with_number(CompareOp::Ne, a, b); }
+Tensor lt(const Tensor& a, double b) { return compare_with_number(CompareOp::Lt, a, b); }
+Tensor le(const Tensor& a, double b) { return compare_with_number(CompareOp::Le, a, b); }
+Tensor gt(const Tensor& a, double b) { return compare_with_number(CompareOp::Gt, a, b); }
+Tensor ge(const Tensor& a, double b) { return compare_with_number(CompareOp::Ge, a, b); }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition, "condition");

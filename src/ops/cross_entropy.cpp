@@ -16,17 +16,34 @@ using namespace ops;
 
 namespace {
 
-// Validates class targets against [0, classes) and returns how many are not ignore_index.
-// Note: on an accelerator this reads the targets back to the host (one small synchronising copy).
-int64_t check_targets(const char* op, const Tensor& target, int64_t classes, int64_t ignore_index) {
+// How many targets count towards the mean: a number when the targets were read on the host, else
+// (deferred checks on CUDA) a 0-d tensor computed on the device, so nothing waits for the GPU.
+struct Counted {
+  int64_t host = 0;
+  Tensor device;  // 0-d in the loss's dtype, defined when the count stays on the device
+};
+
+// Validates class targets against [0, classes) and counts those that are not ignore_index. On the
+// host for CPU tensors and with cuda::sync_checks() (a synchronising read); otherwise a kernel
+// checks them (the fused cross_entropy kernel, or check_values when `fused` is false) and the
+// Error comes at the next synchronisation (Note [deferred checks]).
+// `dtype` (the loss's) and `need_count` (an unweighted mean) say what the device count is for.
+Counted check_targets(const char* op, backend::DeviceCheck check, const Tensor& target, int64_t classes, int64_t ignore_index, DType dtype,
+                      bool need_count, bool fused) {
+  Counted counted;
+  if (!backend::checks_on_host(target.device().is_cuda())) {
+    if (!fused && target.numel() > 0)
+      TG_KERNEL(target.device(), check_values)(target, classes, ignore_index, check);
+    if (need_count) counted.device = cast(sum(ne(target, static_cast<double>(ignore_index))), dtype);
+    return counted;
+  }
   std::vector<int64_t> values = target.tolist<int64_t>();
-  int64_t counted = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] == ignore_index) continue;
     TG_CHECK(values[i] >= 0 && values[i] < classes, op, ": target ", values[i], " at position ", i,
              " is out of range for ", classes, " classes (expected 0..", classes - 1, " or ignore_index ",
              ignore_index, ")");
-    ++counted;
+    ++counted.host;
   }
   return counted;
 }
@@ -57,7 +74,7 @@ LossInputs check_loss_inputs(const char* op, const Tensor& input, const Tensor& 
 
 // With a class weight, the mean divides by `total_weight` (the sum of weight[target] over the
 // rows not ignored) instead of `counted`.
-Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, int64_t counted, bool unbatched,
+Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, const Counted& counted, bool unbatched,
                    const Tensor& total_weight = Tensor()) {
   // PyTorch returns NaN here; a silent NaN in a training loop is worse than an error at its source.
   TG_CHECK(reduction != Reduction::Mean || losses.numel() > 0, op,
@@ -66,7 +83,9 @@ Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, in
     case Reduction::None: return unbatched ? losses.reshape({}) : losses;
     case Reduction::Sum: return sum(losses);
     case Reduction::Mean:  // 0/0 = nan, like PyTorch
-      return total_weight.defined() ? div(sum(losses), total_weight) : div(sum(losses), static_cast<double>(counted));
+      if (total_weight.defined()) return div(sum(losses), total_weight);
+      if (counted.device.defined()) return div(sum(losses), counted.device);
+      return div(sum(losses), static_cast<double>(counted.host));
   }
   return losses;
 }
@@ -103,7 +122,7 @@ PickedLosses pick_losses(const Tensor& log_probs, const Tensor& target, int64_t 
 
 // cross_entropy with a class weight, as PyTorch composes it: log_softmax, the weighted NLL and,
 // with smoothing, (1 - e) * nll + e / C * smooth where smooth = -sum_c weight_c * log_softmax_c.
-Tensor weighted_cross_entropy(const LossInputs& in, const CrossEntropyOptions& options, int64_t counted) {
+Tensor weighted_cross_entropy(const LossInputs& in, const CrossEntropyOptions& options, const Counted& counted) {
   const char* op = "cross_entropy";
   Tensor weight = class_weight(op, options.weight, in.input);
   Tensor log_probs = log_softmax(in.input, 1);
@@ -126,8 +145,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
            "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
   TG_CHECK(classes > 0, "cross_entropy: input has no classes (shape ", shape_str(logits.sizes()), ")");
-  int64_t counted = check_targets("cross_entropy", in.target, classes, options.ignore_index);
-  if (options.weight.defined()) return weighted_cross_entropy(in, options, counted);
+  const bool weighted = options.weight.defined();
+  Counted counted = check_targets("cross_entropy", backend::DeviceCheck::CrossEntropyTarget, in.target, classes, options.ignore_index, logits.dtype(),
+                                  options.reduction == Reduction::Mean && !weighted, /*fused=*/!weighted);
+  if (weighted) return weighted_cross_entropy(in, options, counted);
   Tensor z = in.input.detach().contiguous();
   Tensor losses = empty_tensor({rows}, z.dtype(), z.device());
   Tensor lse = empty_tensor({rows}, z.dtype(), z.device());
@@ -144,7 +165,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     NoGradGuard no_grad;
     result = reduced ? reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched) : losses;
   }
-  const double scale = options.reduction == Reduction::Mean ? 1.0 / static_cast<double>(counted) : 1.0;
+  const bool mean = options.reduction == Reduction::Mean;
+  const double scale = mean && !counted.device.defined() ? 1.0 / static_cast<double>(counted.host) : 1.0;
+  // The mean's divisor on the device, in the loss's dtype (undefined when the scale is a number).
+  const Tensor divisor = mean ? counted.device : Tensor();
   SavedTensor saved_z = z, saved_t = in.target, saved_lse = lse;
   const int64_t ignore = options.ignore_index;
   const double smoothing = options.label_smoothing;
@@ -153,6 +177,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     Tensor grad_losses = g[0];
     if (reduced) {
       if (scale != 1.0) grad_losses = mul(grad_losses, scale);
+      if (divisor.defined()) grad_losses = div(grad_losses, divisor);
       grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
     }
     Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
@@ -167,7 +192,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& options) {
   LossInputs in = check_loss_inputs("nll_loss", log_probs, target);
   TG_CHECK(options.label_smoothing == 0.0, "nll_loss: label_smoothing is a cross_entropy option");
-  int64_t counted = check_targets("nll_loss", in.target, in.input.size(1), options.ignore_index);
+  Counted counted = check_targets("nll_loss", backend::DeviceCheck::NllLossTarget, in.target, in.input.size(1), options.ignore_index,
+                                  log_probs.dtype(), options.reduction == Reduction::Mean && !options.weight.defined(),
+                                  /*fused=*/false);
   Tensor weight = options.weight.defined() ? class_weight("nll_loss", options.weight, in.input) : Tensor();
   PickedLosses picked = pick_losses(in.input, in.target, options.ignore_index, weight);
   Tensor total_weight = weight.defined() ? sum(picked.row_weight) : Tensor();

@@ -90,7 +90,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
       // skips the padding index when it accumulates.
       Tensor grad = zeros(weight_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
       Tensor g2 = g[0].reshape({-1, weight_shape[1]}).contiguous();
-      if (g2.numel() > 0) TG_KERNEL(grad.device(), index_add)(grad, 0, flat.get(), g2);
+      if (g2.numel() > 0) TG_KERNEL(grad.device(), index_add)(grad, 0, flat.get(), g2, backend::DeviceCheck::None);
       grad.select(0, pad).zero_();
       return std::vector<Tensor>{grad};
     });

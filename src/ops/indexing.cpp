@@ -1,5 +1,7 @@
-// index_select, index_add, gather, scatter_add and embedding. Indices are range-checked here so
-// the kernels can trust them; each backward is the opposite move (select <-> add, gather <-> scatter).
+// index_select, index_add, gather, scatter_add and embedding. Indices are range-checked here on the
+// host for CPU tensors (and for CUDA ones with cuda::sync_checks()); otherwise the CUDA kernel
+// checks them without waiting and the Error comes at the next synchronisation (Note [deferred
+// checks]). Each backward is the opposite move (select <-> add, gather <-> scatter).
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/indexing.h"
@@ -7,22 +9,31 @@
 namespace tapegrad {
 
 using namespace ops;
+using backend::DeviceCheck;
 
 namespace {
 
-// Returns the index as contiguous int64 after checking every value lies in [0, extent).
-// Note: on an accelerator this reads the indices back to the host.
+// Returns the index as contiguous int64, after checking every value lies in [0, extent) when the
+// check runs on the host (a synchronising read on CUDA, so only with sync checks on).
 Tensor checked_index(const char* op, const Tensor& index, int64_t extent) {
   check_defined(op, index, "index");
   TG_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, op, ": index must be int64 or int32, got ",
            index.dtype());
   Tensor idx = cast(index.detach(), kInt64).contiguous();
+  if (!backend::checks_on_host(idx.device().is_cuda())) return idx;
   std::vector<int64_t> values = idx.tolist<int64_t>();
   for (size_t i = 0; i < values.size(); ++i)
     TG_CHECK(values[i] >= 0 && values[i] < extent, op, ": index ", values[i], " at position ", i,
              " is out of range for a dim of size ", extent);
   return idx;
 }
+
+// What the kernel reports a bad index as: nothing when checked_index checked it already.
+DeviceCheck kernel_check(const Tensor& idx, DeviceCheck check) {
+  return backend::checks_on_host(idx.device().is_cuda()) ? DeviceCheck::None : check;
+}
+
+Tensor select_rows(const char* op, DeviceCheck check, const Tensor& x, int64_t dim, const Tensor& index);
 
 // For gather/scatter: index must have x's rank and x's sizes outside `dim`.
 void check_index_shape(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const char* what) {
@@ -35,27 +46,38 @@ void check_index_shape(const char* op, const Tensor& x, int64_t dim, const Tenso
 
 }  // namespace
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined("index_select", x);
-  TG_CHECK(x.dim() >= 1, "index_select: expected at least 1 dim, got a 0-dim tensor");
-  int64_t d = wrap_dim("index_select", dim, x.dim());
-  TG_CHECK(index.defined() && index.dim() <= 1, "index_select: index must be 1-D");
-  check_same_device("index_select", x, index);
-  Tensor idx = checked_index("index_select", index, x.size(d)).reshape({-1});
+namespace {
+
+// index_select, its errors named `op` (embedding is one).
+Tensor select_rows(const char* op, DeviceCheck check, const Tensor& x, int64_t dim, const Tensor& index) {
+  check_defined(op, x);
+  TG_CHECK(x.dim() >= 1, op, ": expected at least 1 dim, got a 0-dim tensor");
+  int64_t d = wrap_dim(op, dim, x.dim());
+  TG_CHECK(index.defined() && index.dim() <= 1, op, ": index must be 1-D");
+  check_same_device(op, x, index);
+  Tensor idx = checked_index(op, index, x.size(d)).reshape({-1});
   Shape shape = x.sizes();
   shape[d] = idx.numel();
   Tensor out = empty_tensor(shape, x.dtype(), x.device());
-  if (out.numel() > 0) TG_KERNEL(x.device(), index_select)(x.detach().contiguous(), d, idx, out);
+  if (out.numel() > 0)
+    TG_KERNEL(x.device(), index_select)(x.detach().contiguous(), d, idx, out, kernel_check(idx, check));
   if (any_requires_grad({x})) {
     Shape x_shape = x.sizes();
     SavedTensor saved = idx;
     record("index_select", {x}, {out}, [=](const std::vector<Tensor>& g) {
       Tensor grad = zeros(x_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
-      if (g[0].numel() > 0) TG_KERNEL(grad.device(), index_add)(grad, d, saved.get(), g[0].contiguous());
+      if (g[0].numel() > 0)
+        TG_KERNEL(grad.device(), index_add)(grad, d, saved.get(), g[0].contiguous(), DeviceCheck::None);
       return std::vector<Tensor>{grad};
     });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return select_rows("index_select", DeviceCheck::IndexSelect, x, dim, index);
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -72,7 +94,8 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   TG_CHECK(src.sizes() == expected, "index_add: source of shape ", shape_str(src.sizes()), " should be ",
            shape_str(expected));
   Tensor out = x.detach().clone();
-  if (src.numel() > 0) TG_KERNEL(x.device(), index_add)(out, d, idx, src.detach().contiguous());
+  if (src.numel() > 0)
+    TG_KERNEL(x.device(), index_add)(out, d, idx, src.detach().contiguous(), kernel_check(idx, DeviceCheck::IndexAdd));
   if (any_requires_grad({x, src})) {
     SavedTensor saved = idx;
     record("index_add", {x, src}, {out}, [=](const std::vector<Tensor>& g) {
@@ -90,13 +113,15 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_shape("gather", x, d, index, "input");
   Tensor idx = checked_index("gather", index, x.dim() ? x.size(d) : 1);
   Tensor out = empty_tensor(index.sizes(), x.dtype(), x.device());
-  if (out.numel() > 0) TG_KERNEL(x.device(), gather)(x.detach().contiguous(), d, idx, out);
+  if (out.numel() > 0)
+    TG_KERNEL(x.device(), gather)(x.detach().contiguous(), d, idx, out, kernel_check(idx, DeviceCheck::Gather));
   if (any_requires_grad({x})) {
     Shape x_shape = x.sizes();
     SavedTensor saved = idx;
     record("gather", {x}, {out}, [=](const std::vector<Tensor>& g) {
       Tensor grad = zeros(x_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
-      if (g[0].numel() > 0) TG_KERNEL(grad.device(), scatter_add)(grad, d, saved.get(), g[0].contiguous());
+      if (g[0].numel() > 0)
+        TG_KERNEL(grad.device(), scatter_add)(grad, d, saved.get(), g[0].contiguous(), DeviceCheck::None);
       return std::vector<Tensor>{grad};
     });
   }
@@ -116,7 +141,9 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
            shape_str(index.sizes()), " must have the same shape");
   Tensor idx = checked_index("scatter_add", index, x.dim() ? x.size(d) : 1);
   Tensor out = x.detach().clone();
-  if (src.numel() > 0) TG_KERNEL(x.device(), scatter_add)(out, d, idx, src.detach().contiguous());
+  if (src.numel() > 0)
+    TG_KERNEL(x.device(), scatter_add)(out, d, idx, src.detach().contiguous(),
+                                       kernel_check(idx, DeviceCheck::ScatterAdd));
   if (any_requires_grad({x, src})) {
     SavedTensor saved = idx;
     record("scatter_add", {x, src}, {out}, [=](const std::vector<Tensor>& g) {
@@ -131,10 +158,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check_defined("embedding", indices, "indices");
   TG_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, embedding_dim], got ",
            shape_str(weight.sizes()));
-  checked_index("embedding", indices, weight.size(0));  // so an error names embedding
+  TG_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding: index must be int64 or int32, got ",
+           indices.dtype());
   Shape shape = indices.sizes();
   shape.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).reshape(shape);
+  return select_rows("embedding", DeviceCheck::Embedding, weight, 0, indices.reshape({-1})).reshape(shape);
 }
 
 }  // namespace tapegrad

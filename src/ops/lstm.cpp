@@ -1,6 +1,8 @@
 // lstm_layer: forward and backward through time for one layer and direction, with the fused
 // cell kernels (src/math/lstm.h) between GEMMs. States are stored by time index: h_all[t] is the
 // state after processing time t, whichever direction the layer runs.
+#include <limits>
+
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
@@ -52,6 +54,12 @@ Tensor checked_lengths(const Tensor& lengths, int64_t steps, int64_t batch, Devi
   TG_CHECK(lengths.dtype() == kInt64 || lengths.dtype() == kInt32, "lstm: lengths must be integers, got ",
            lengths.dtype());
   Tensor l = cast(lengths.detach(), kInt64).contiguous();
+  // Lengths already on the GPU are checked there, without waiting (Note [deferred checks]; the
+  // kernels only compare steps with them, so a bad one cannot reach outside a buffer).
+  if (l.device() == device && !backend::checks_on_host(device.is_cuda())) {
+    TG_KERNEL(device, check_values)(l, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
+    return l;
+  }
   for (int64_t v : l.tolist<int64_t>())
     TG_CHECK(v >= 0 && v <= steps, "lstm: sequence length ", v, " is outside [0, ", steps, "]");
   return l.to(device);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -395,6 +396,12 @@ void check_allocation_guards(int device, const char* after) {
 #endif
 }
 
+namespace {
+std::atomic<int64_t> g_launches_seen{0};
+}  // namespace
+
+int64_t launches_seen() { return g_launches_seen.load(std::memory_order_relaxed); }
+
 int64_t violation_count() {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
   return state().violations;
@@ -409,6 +416,7 @@ std::string last_violation() {
 void launch(const LaunchConfig& config, std::unique_ptr<KernelTask> task, const PointerArgument* pointers,
             size_t pointer_count) {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
+  g_launches_seen.fetch_add(1, std::memory_order_relaxed);
   const dim3 g = config.grid, b = config.block;
   const std::string kernel = config.kernel;
   auto bad = [&](cudaError_t e, const std::string& why) {

@@ -12,5 +12,8 @@ namespace tapegrad_emu {
 int64_t violation_count();
 // The text of the most recent violation ("" when none).
 std::string last_violation();
+// Kernel launches the runtime was asked for so far in this process, valid or not (tapegrad's own
+// launch counter is checked against it).
+int64_t launches_seen();
 
 }  // namespace tapegrad_emu

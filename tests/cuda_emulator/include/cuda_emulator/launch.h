@@ -128,11 +128,15 @@ class CooperativeLauncher {
 
 }  // namespace tapegrad_emu
 
-#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)                                \
+#define TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)                            \
   ::tapegrad_emu::CooperativeLauncher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream,                      \
                                       reinterpret_cast<const void*>(&__VA_ARGS__),                                  \
                                       [](auto&... kernel_arguments_) { __VA_ARGS__(kernel_arguments_...); })
 
-#define TG_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)            \
+#define TG_EMU_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)        \
   ::tapegrad_emu::Launcher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream, \
                            [](auto&... kernel_arguments_) { __VA_ARGS__(kernel_arguments_...); })
+// tapegrad's cuda/launch.h wraps both launch macros to count launches; code that includes only
+// the emulator (its own tests) launches through this.
+#define TG_LAUNCH_KERNEL TG_EMU_LAUNCH_KERNEL
+#define TG_LAUNCH_COOPERATIVE_KERNEL TG_EMU_LAUNCH_COOPERATIVE_KERNEL
