@@ -256,12 +256,45 @@ TrainingRun::TrainingRun(const ModelShape& shape, const StateDict& weights, cons
 
 Tensor TrainingRun::step() {
   const Batch& b = batches_[static_cast<size_t>(steps_ % static_cast<int64_t>(batches_.size()))];
+  ++steps_;
+  if (graph_) {
+    graph_batch_.x.copy_(b.x);
+    graph_batch_.y.copy_(b.y);
+    graph_->replay();
+    return graph_loss_;
+  }
   Tensor loss = training_loss(shape_, *model_, b);
   optimizer_->zero_grad();
   loss.backward();
   optimizer_->step();
-  ++steps_;
   return loss;
+}
+
+void TrainingRun::capture_graph() {
+  TG_CHECK(device_.is_cuda(), "TrainingRun::capture_graph: needs a CUDA device, the run is on ", device_);
+  TG_CHECK(shape_.kind != ModelKind::CharLm, "TrainingRun::capture_graph: ", shape_.describe(),
+           " has batches of different lengths, and a graph replays fixed shapes");
+  TG_CHECK(!graph_, "TrainingRun::capture_graph: already captured");
+  const double lr = optimizer_->param_groups()[0].lr();
+  auto capturable = std::make_unique<optim::Adam>(model_->parameters(), optim::AdamOptions(lr).capturable(true));
+  capturable->load_state_dict(optimizer_->state_dict());
+  optimizer_ = std::move(capturable);
+  const Batch& b = batches_[static_cast<size_t>(steps_ % static_cast<int64_t>(batches_.size()))];
+  graph_batch_ = {b.x.clone(), b.y.clone(), Tensor()};
+  auto whole_step = [&] {
+    graph_loss_ = training_loss(shape_, *model_, graph_batch_);
+    optimizer_->zero_grad();
+    graph_loss_.backward();
+    optimizer_->step();
+  };
+  whole_step();  // the warm-up: the capturable optimiser's state exists before capture
+  ++steps_;
+  auto graph = std::make_unique<cuda::Graph>();
+  {
+    cuda::GraphCapture capture(*graph);
+    whole_step();  // recorded, not run
+  }
+  graph_ = std::move(graph);
 }
 
 void TrainingRun::synchronize() const {

@@ -95,6 +95,12 @@ class TrainingRun {
               double lr = 1e-3);
   // Runs one training step and returns its loss (a device scalar; reading it synchronises).
   Tensor step();
+  // From now on each step() copies its batch into captured input tensors and replays one CUDA
+  // graph of the whole step (forward, loss, backward, Adam; docs/cuda_graphs.md). The optimiser
+  // becomes capturable (its state carried over) and one eager warm-up step on the captured inputs
+  // runs first. CUDA and fixed-shape configurations only (not CharLm, whose batches vary in length).
+  void capture_graph();
+  bool replays_graph() const { return graph_ != nullptr; }
   // Blocks until every step issued so far has finished on the device (a no-op cost on the CPU).
   void synchronize() const;
 
@@ -110,6 +116,10 @@ class TrainingRun {
   std::vector<Batch> batches_;
   Device device_;
   int64_t steps_ = 0;
+  // capture_graph(): the graph, the inputs it reads and the loss it writes.
+  std::unique_ptr<cuda::Graph> graph_;
+  Batch graph_batch_;
+  Tensor graph_loss_;
 };
 
 // Waits for all work queued on `device` (every stream of that GPU); returns at once on the CPU.
