@@ -51,7 +51,10 @@ TEST(DeferredChecks, CrossEntropyRaisesAtTheNextSync) {
   cuda::Counters before = cuda::counters();
   Tensor loss;
   ASSERT_NO_THROW(loss = cross_entropy(logits, target));
-  EXPECT_EQ((cuda::counters() - before).host_syncs, 0u) << "the op must not wait for the GPU";
+  // Without the caching allocator each cudaFree waits for the device (the sanitizer runs turn it off
+  // and run this test again with it on).
+  if (cuda::caching_allocator_enabled())
+    EXPECT_EQ((cuda::counters() - before).host_syncs, 0u) << "the op must not wait for the GPU";
   const std::string message = error_of([&] { (void)loss.item(); });
   EXPECT_TRUE(contains(message, kCrossEntropyMessage)) << message;
   EXPECT_TRUE(contains(message, "or ignore_index -100")) << message;

@@ -174,7 +174,9 @@ TEST(NamedConfigs, CudaStepHasNoHostSync) {
                 config.name.c_str(), static_cast<long long>(batch), shape.describe().c_str(), full ? "" : " (narrowed)",
                 static_cast<unsigned long long>(c.launches), static_cast<unsigned long long>(c.gemms),
                 static_cast<unsigned long long>(c.copies), static_cast<unsigned long long>(c.host_syncs));
-    EXPECT_EQ(c.host_syncs, 0u);
+    // Without the caching allocator every freed tensor is a cudaFree, which waits for the device:
+    // the sanitizer runs turn it off, and run these tests once more with it on.
+    if (cuda::caching_allocator_enabled()) EXPECT_EQ(c.host_syncs, 0u);
     EXPECT_GT(c.launches, 0u);  // the counters see the step at all
     EXPECT_GT(c.gemms, 0u);
     // Negative control: reading the loss is a host sync, and is counted.

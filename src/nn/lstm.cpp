@@ -253,8 +253,9 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
   }
   LSTMOutput out;
   out.output = options_.batch_first_ ? layer_input.transpose(0, 1) : layer_input;
-  out.h_n = stack(h_n, 0);
-  out.c_n = stack(c_n, 0);
+  // One layer and direction: its states are fresh tensors already, so a view spares two copies.
+  out.h_n = h_n.size() == 1 ? h_n[0].unsqueeze(0) : stack(h_n, 0);
+  out.c_n = c_n.size() == 1 ? c_n[0].unsqueeze(0) : stack(c_n, 0);
   return out;
 }
 

@@ -196,6 +196,9 @@ Tensor Tensor::select(int64_t dim_, int64_t index) const {
     DType dt = dtype();
     Device dev = device();
     record("select", {*this}, {out}, [=](const std::vector<Tensor>& g) {
+      // A dim of size 1 holds only the selected slice: its gradient is the incoming one, viewed
+      // (nodes read gradients through their strides and never write into them).
+      if (in_shape[static_cast<size_t>(d)] == 1) return std::vector<Tensor>{g[0].unsqueeze(d)};
       Tensor grad = zeros(in_shape, TensorOptions(dt).device(dev));
       grad.select(d, index).copy_(g[0]);
       return std::vector<Tensor>{grad};
