@@ -149,6 +149,29 @@ TEST(NamedConfigs, CudaStepMatchesCpu) {
   }
 }
 
+// The size a configuration's CUDA step runs at in the emulation build: lstm_small at batch 1 (the
+// issue's baseline) and the MLPs as named; the rest narrower (H = 32, batch 4), since launch, GEMM and
+// copy counts follow a model's structure (kind, layers, steps), not its widths.
+namespace {
+
+struct EmulatedSize {
+  ModelShape shape;
+  int64_t batch;
+  bool full;
+};
+EmulatedSize emulated_size(const NamedConfig& config) {
+  EmulatedSize r{config.shape, config.batch_sizes.front(), true};
+  r.full = config.name == "mlp_seed" || config.name == "mlp_fashion" || config.name == "lstm_small";
+  if (!r.full) {
+    r.shape.hidden_size = std::min<int64_t>(r.shape.hidden_size, 32);
+    if (r.shape.kind == ModelKind::CharLm) r.shape.input_size = 16;
+    r.batch = std::min<int64_t>(r.batch, 4);
+  }
+  return r;
+}
+
+}  // namespace
+
 // One training step of every named configuration on a CUDA device (emulated in CI) after a
 // warm-up step, loss not read: it must not wait for the GPU even once. Prints what the step asks
 // of the GPU (docs/benchmarks.md records these). Launch, GEMM and copy counts follow the model's
@@ -158,14 +181,7 @@ TEST(NamedConfigs, CudaStepHasNoHostSync) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   for (const NamedConfig& config : named_configs()) {
     SCOPED_TRACE(config.name);
-    ModelShape shape = config.shape;
-    int64_t batch = config.batch_sizes.front();
-    const bool full = config.name == "mlp_seed" || config.name == "mlp_fashion" || config.name == "lstm_small";
-    if (!full) {
-      shape.hidden_size = std::min<int64_t>(shape.hidden_size, 32);
-      if (shape.kind == ModelKind::CharLm) shape.input_size = 16;
-      batch = std::min<int64_t>(batch, 4);
-    }
+    const auto [shape, batch, full] = emulated_size(config);
     TrainingRun run(shape, batch, kCUDA, /*seed=*/3, config.lr, /*pool=*/2);
     run.step();
     run.synchronize();
@@ -196,13 +212,8 @@ TEST(NamedConfigs, CudaGraphStepIsOneLaunch) {
   for (const NamedConfig& config : named_configs()) {
     if (config.shape.kind == ModelKind::CharLm) continue;
     SCOPED_TRACE(config.name);
-    ModelShape shape = config.shape;
-    int64_t batch = config.batch_sizes.front();
-    const bool full = config.name == "mlp_seed" || config.name == "mlp_fashion" || config.name == "lstm_small";
-    if (!full) {
-      shape.hidden_size = std::min<int64_t>(shape.hidden_size, 32);
-      batch = std::min<int64_t>(batch, 4);
-    }
+    const auto [shape, batch, full] = emulated_size(config);
+    (void)full;
     TrainingRun eager(shape, batch, kCUDA, /*seed=*/5, config.lr, /*pool=*/3);
     TrainingRun graphed(shape, batch, kCUDA, /*seed=*/5, config.lr, /*pool=*/3);
     for (TrainingRun* run : {&eager, &graphed}) run->step();

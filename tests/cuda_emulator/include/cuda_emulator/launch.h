@@ -62,6 +62,16 @@ class BoundKernel final : public KernelTask {
   std::tuple<Args...> args_;
 };
 
+// Records argument `position` in `pointers` when it is a pointer (checked against the allocations).
+template <class A>
+void note_pointer(const A& arg, int position, PointerArgument* pointers, size_t& count) {
+  if constexpr (std::is_pointer_v<std::decay_t<A>>) {
+    pointers[count++] = PointerArgument{position, static_cast<const void*>(arg)};
+  } else {
+    (void)arg, (void)position, (void)pointers, (void)count;
+  }
+}
+
 template <class Body>
 class Launcher {
  public:
@@ -79,15 +89,6 @@ class Launcher {
   }
 
  private:
-  template <class A>
-  static void note_pointer(const A& arg, int position, PointerArgument* pointers, size_t& count) {
-    if constexpr (std::is_pointer_v<std::decay_t<A>>) {
-      pointers[count++] = PointerArgument{position, static_cast<const void*>(arg)};
-    } else {
-      (void)arg, (void)position, (void)pointers, (void)count;
-    }
-  }
-
   LaunchConfig config_;
   Body body_;
 };
@@ -106,22 +107,13 @@ class CooperativeLauncher {
     PointerArgument pointers[sizeof...(A) + 1];
     size_t count = 0;
     int position = 0;
-    (note(args, position++, pointers, count), ...);
+    (note_pointer(args, position++, pointers, count), ...);
     return launch_cooperative(
         config_, std::make_unique<BoundKernel<Body, std::decay_t<A>...>>(body_, std::forward<A>(args)...), pointers,
         count);
   }
 
  private:
-  template <class A>
-  static void note(const A& arg, int position, PointerArgument* pointers, size_t& count) {
-    if constexpr (std::is_pointer_v<std::decay_t<A>>) {
-      pointers[count++] = PointerArgument{position, static_cast<const void*>(arg)};
-    } else {
-      (void)arg, (void)position, (void)pointers, (void)count;
-    }
-  }
-
   LaunchConfig config_;
   Body body_;
 };
