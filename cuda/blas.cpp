@@ -187,9 +187,12 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
   TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2);
   TG_CHECK(products == DType::BFloat16 || products == DType::Float16,
            "mm: cuda's mixed-precision products are bfloat16 or float16, got ", products);
-  TG_CHECK(out.dtype() == DType::Float32, "mm: mixed-precision products write float32, got ", out.dtype());
+  TG_CHECK(out.dtype() == DType::Float32 || out.dtype() == products, "mm: mixed-precision products write float32 or ",
+           products, ", got ", out.dtype());
   cuda::DeviceGuard guard(out.device());
+  // Operands already of the low type (autocast's outputs) are used as they are.
   auto lowered = [&](const Tensor& t) {
+    if (t.dtype() == products) return t;
     Tensor low = backend::allocate_tensor(t.sizes(), products, t.device(), "mm");
     if (low.numel() > 0) TG_KERNEL(t.device(), copy)(t.detach(), low);
     return low;

@@ -7,8 +7,8 @@
 // D our out. BIAS adds one value per row of D, so per column of out (bias [m]); BGRADB sums op(B)
 // over k for each column of D, so each row of a (grad_bias [n]).
 //
-// When it applies: out of f32, f16 or bf16 (f32 with 16-bit products under autocast, the operands
-// lowered on the device first as gemm_mixed does); a and b each with unit stride along one dim, so
+// When it applies: out of f32, f16 or bf16 (under autocast a 16-bit out, or f32 for a weight
+// gradient, with float32 operands lowered on the device first as gemm_mixed does); a and b each with unit stride along one dim, so
 // no copy is needed; out and the bias contiguous; every pointer 16-byte aligned; n, m and k at
 // least 2 and within int32 (PyTorch's rule for its cuBLASLt path: the heuristics reject or
 // mishandle some unit dimensions). Anything else, or a problem the heuristic refuses, takes the
@@ -88,20 +88,33 @@ cudaDataType lt_dtype(DType dtype) {
   }
 }
 
-// Whether the fused product can run on these tensors (before any lowering for autocast).
-bool lt_applies(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, DType products) {
+// Whether the fused product can run on these tensors. Under autocast an operand of float32 is
+// lowered to the products' type on the device first (as gemm_mixed does) and one already of that
+// type (an autocast output) is used as it is; an input bias of float32 under a 16-bit out is lowered
+// too, as PyTorch's autocast casts it. A bias gradient (an output) must have out's type.
+bool lt_applies(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, DType products,
+                bool bias_is_input) {
   const DType dtype = out.dtype();
-  const bool plain = products == dtype && (dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16);
-  const bool mixed = dtype == kFloat32 && (products == kBFloat16 || products == kFloat16);
-  if (!(plain || mixed) || a.dtype() != dtype || b.dtype() != dtype || bias.dtype() != dtype) return false;
+  const bool low = products == kBFloat16 || products == kFloat16;
+  const bool plain = products == dtype && (dtype == kFloat32 || low);
+  const bool mixed = dtype == kFloat32 && low;
+  if (!(plain || mixed)) return false;
+  auto takes = [&](const Tensor& t) { return t.dtype() == products || (low && t.dtype() == kFloat32); };
+  if (!takes(a) || !takes(b)) return false;
+  const bool lower_bias = bias.dtype() != dtype;
+  if (lower_bias && !(bias_is_input && low && bias.dtype() == kFloat32)) return false;
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
   for (int64_t d : {n, k, m})
     if (d < 2 || d > kMaxDim) return false;
-  if (!out.is_contiguous() || !bias.is_contiguous()) return false;
-  if (!aligned(out.data_ptr()) || !aligned(bias.data_ptr())) return false;
-  if (mixed) return true;  // the lowered copies are contiguous and freshly allocated
-  const std::optional<LtOperand> oa = lt_operand(a), ob = lt_operand(b);
-  return oa && ob && oa->ld <= kMaxDim && ob->ld <= kMaxDim && aligned(a.data_ptr()) && aligned(b.data_ptr());
+  if (!out.is_contiguous() || !aligned(out.data_ptr())) return false;
+  if (!lower_bias && (!bias.is_contiguous() || !aligned(bias.data_ptr()))) return false;
+  // The lowered copies are contiguous and freshly allocated; the rest must be readable as they are.
+  for (const Tensor* t : {&a, &b}) {
+    if (t->dtype() != products) continue;
+    const std::optional<LtOperand> o = lt_operand(*t);
+    if (!o || o->ld > kMaxDim || !aligned(t->data_ptr())) return false;
+  }
+  return true;
 }
 
 // What a plan is made for: operand and output types, compute type, transposes, sizes, leading
@@ -181,19 +194,17 @@ Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
 
 // out = a @ b with the epilogue's bias vector, through cuBLASLt; false, with nothing done, where
 // the fused form does not apply.
-bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias, DType products,
+bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias_in, DType products,
                cublasLtEpilogue_t epilogue) {
-  if (!lt_applies(a_in, b_in, out, bias, products)) return false;
-  Tensor a = a_in, b = b_in;
-  if (products != out.dtype()) {
-    auto lowered = [&](const Tensor& t) {
-      Tensor low = backend::allocate_tensor(t.sizes(), products, t.device(), "linear");
-      TG_KERNEL(t.device(), copy)(t, low);
-      return low;
-    };
-    a = lowered(a_in);
-    b = lowered(b_in);
-  }
+  const bool bias_is_input = epilogue == CUBLASLT_EPILOGUE_BIAS;
+  if (!lt_applies(a_in, b_in, out, bias_in, products, bias_is_input)) return false;
+  auto lowered = [&](const Tensor& t, DType type) {
+    if (t.dtype() == type) return t;
+    Tensor low = backend::allocate_tensor(t.sizes(), type, t.device(), "linear");
+    TG_KERNEL(t.device(), copy)(t, low);
+    return low;
+  };
+  const Tensor a = lowered(a_in, products), b = lowered(b_in, products), bias = lowered(bias_in, out.dtype());
   Problem p;
   p.ab_type = lt_dtype(a.dtype());
   p.d_type = lt_dtype(out.dtype());
@@ -233,7 +244,7 @@ void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   if (lt_matmul(a, b, out, bias, products, CUBLASLT_EPILOGUE_BIAS)) return;
   const backend::KernelTable& t = backend::registered_kernels(DeviceKind::CUDA);
   t.copy(bias.expand(out.sizes()), out);
-  if (products == a.dtype())
+  if (a.dtype() == products && b.dtype() == products && out.dtype() == products)
     t.gemm(a, b, out, 1.0, 1.0);
   else
     gemm_mixed(a, b, out, 1.0, 1.0, products);
@@ -245,15 +256,19 @@ void gemm_bias_grad(const Tensor& a, const Tensor& b, const Tensor& out, const T
   cuda::DeviceGuard guard(out.device());
   if (lt_matmul(a, b, out, grad_bias, products, CUBLASLT_EPILOGUE_BGRADB)) return;
   const backend::KernelTable& t = backend::registered_kernels(DeviceKind::CUDA);
-  if (products == a.dtype())
+  if (a.dtype() == products && b.dtype() == products && out.dtype() == products)
     t.gemm(a, b, out, 1.0, 0.0);
   else
     gemm_mixed(a, b, out, 1.0, 0.0, products);
-  // The row sums as a @ ones [k, 1], in a's own precision.
+  // The row sums as a @ ones [k, 1], in a's own precision (into a float32 grad_bias for 16-bit a).
   if (grad_bias.numel() == 0) return;
   Tensor ones = backend::allocate_tensor({a.size(1), 1}, a.dtype(), a.device(), "linear");
   if (a.size(1) > 0) t.fill(ones, 1.0);
-  t.gemm(a, ones, grad_bias.view({grad_bias.size(0), 1}), 1.0, 0.0);
+  const Tensor sums = grad_bias.view({grad_bias.size(0), 1});
+  if (grad_bias.dtype() == a.dtype())
+    t.gemm(a, ones, sums, 1.0, 0.0);
+  else
+    gemm_mixed(a, ones, sums, 1.0, 0.0, a.dtype());
 }
 
 }  // namespace

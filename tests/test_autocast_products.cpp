@@ -1,6 +1,6 @@
 // Autocast's matrix products on the CPU (mm, addmm, matmul, linear): under the guard each product
-// runs on bf16-rounded operands with float32 sums, forward and backward, on every product kernel
-// the CPU has. Checked against double products of the rounded operands written here, against the
+// runs on bf16-rounded operands with float32 sums and returns bf16 (the sums rounded once), forward
+// and backward, on every product kernel the CPU has; gradients come in their inputs' dtypes. Checked against double products of the rounded operands written here, against the
 // float32 products (close, not equal: the negative control), and for the rule that backward keeps
 // the precision its forward chose whatever autocast says when backward runs.
 #include <gtest/gtest.h>
@@ -34,13 +34,23 @@ std::vector<double> product(const std::vector<float>& a, const std::vector<float
 }
 
 double max_diff(const Tensor& t, const std::vector<double>& want) {
-  const std::vector<float> got = t.contiguous().tolist<float>();
+  const std::vector<float> got = t.to(kFloat32).contiguous().tolist<float>();
   double m = 0;
   for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::fabs(got[i] - want[i]));
   return m;
 }
 
-std::vector<float> values(const Tensor& t) { return t.contiguous().tolist<float>(); }
+std::vector<float> values(const Tensor& t) { return t.to(kFloat32).contiguous().tolist<float>(); }
+
+// How many elements of a bf16 result are farther from `want` than rounding to bf16 (half an ulp,
+// 2^-8 relative) plus the float32 sums' own error allows.
+int64_t beyond_bf16_rounding(const Tensor& t, const std::vector<double>& want) {
+  EXPECT_EQ(t.dtype(), kBFloat16);
+  const std::vector<float> got = values(t);
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += std::fabs(got[i] - want[i]) > std::ldexp(std::fabs(want[i]), -8) + 1e-4;
+  return bad;
+}
 
 constexpr cpu::SbgemmKernel kKernels[] = {cpu::SbgemmKernel::Portable, cpu::SbgemmKernel::Avx512Bf16,
                                           cpu::SbgemmKernel::Amx};
@@ -60,7 +70,7 @@ TEST(AutocastProducts, LinearForwardAndBackwardInBf16) {
   Tensor x = randn({n, in}, {}, &gen).requires_grad_(), w = randn({out, in}, {}, &gen).requires_grad_();
   Tensor b = randn({out}, {}, &gen).requires_grad_(), g = randn({n, out}, {}, &gen);
   const std::vector<float> xv = values(x), wtv = values(w.t()), wv = values(w), gv = values(g), gtv = values(g.t());
-  const std::vector<float> bv = values(b);
+  const std::vector<float> bv = values(b.to(kBFloat16));  // cast to bf16 first, as PyTorch does
   std::vector<double> want_y = product(xv, wtv, n, in, out, true), exact_y = product(xv, wtv, n, in, out, false);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < out; ++j) {
@@ -79,14 +89,17 @@ TEST(AutocastProducts, LinearForwardAndBackwardInBf16) {
       amp::AutocastGuard guard(kCPU, kBFloat16);
       y = linear(x, w, b);
     }
-    EXPECT_EQ(y.dtype(), kFloat32);  // the float32 sums (amp/autocast.h)
-    EXPECT_LT(max_diff(y, want_y), 1e-4);
-    EXPECT_GT(max_diff(y, exact_y), 1e-3);  // negative control: the operands were rounded
+    EXPECT_EQ(beyond_bf16_rounding(y, want_y), 0);  // bf16, as PyTorch's autocast returns
+    EXPECT_GT(max_diff(y, exact_y), 1e-3);
     sum(y * g).backward();
+    EXPECT_EQ(x.grad().dtype(), kFloat32);  // each gradient in its input's dtype
+    EXPECT_EQ(w.grad().dtype(), kFloat32);
+    EXPECT_EQ(b.grad().dtype(), kFloat32);
     EXPECT_LT(max_diff(x.grad(), want_dx), 1e-4);
     EXPECT_LT(max_diff(w.grad(), want_dw), 1e-4);
-    EXPECT_GT(max_diff(w.grad(), exact_dw), 1e-3);
-    const std::vector<float> db = values(g.sum(0));
+    EXPECT_GT(max_diff(w.grad(), exact_dw), 1e-3);  // negative control: the operands were rounded
+    // y's gradient reached linear as bf16 (y's dtype); db sums those values in float32.
+    const std::vector<float> db = values(g.to(kBFloat16).to(kFloat32).sum(0));
     EXPECT_LT(max_diff(b.grad(), std::vector<double>(db.begin(), db.end())), 1e-4);
   }
 }
@@ -121,15 +134,16 @@ TEST(AutocastProducts, MmAddmmAndMatmul) {
     d = addmm(bias, a, b, 1.0, 2.0);
     e = matmul(a.unsqueeze(0).expand({3, n, k}), b);  // folded into one mm
   }
-  EXPECT_LT(max_diff(c, want), 1e-4);
+  EXPECT_EQ(beyond_bf16_rounding(c, want), 0);
   std::vector<double> want_d = want;
-  const std::vector<float> bias_v = values(bias);
+  const std::vector<float> bias_v = values(bias.to(kBFloat16));  // cast to bf16 first, as PyTorch does
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j)
       want_d[static_cast<size_t>(i * m + j)] = 2.0 * want[static_cast<size_t>(i * m + j)] + bias_v[static_cast<size_t>(j)];
-  EXPECT_LT(max_diff(d, want_d), 2e-4);
-  EXPECT_LT(max_diff(e.select(0, 2), want), 1e-4);
-  sum(c * g).backward();  // mm's backward is two mm calls under the forward's precision
+  EXPECT_EQ(beyond_bf16_rounding(d, want_d), 0);
+  EXPECT_EQ(beyond_bf16_rounding(e.select(0, 2), want), 0);
+  sum(c * g).backward();  // mm's backward: two products in the forward's precision
+  EXPECT_EQ(a.grad().dtype(), kFloat32);
   EXPECT_LT(max_diff(a.grad(), want_da), 1e-4);
   EXPECT_GT(max_diff(a.grad(), product(values(g), values(b.t()), n, m, k, false)), 1e-3);
 }

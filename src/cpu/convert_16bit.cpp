@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cpu/parallel.h"
+#include "tapegrad/core/error.h"
 #include "tapegrad/core/half.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -116,7 +117,48 @@ Convert conversion(DType from, DType to) {
   return nullptr;
 }
 
+template <class H>
+void widen_scalar(const char* src, int64_t stride, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    H h;
+    std::memcpy(&h, src + i * stride, sizeof(H));
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+template <class H>
+void narrow_scalar(const float* src, char* dst, int64_t stride, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const H h(src[i]);
+    std::memcpy(dst + i * stride, &h, sizeof(H));
+  }
+}
+
 }  // namespace
+
+void widen_16bit(DType from, const char* src, int64_t stride, float* dst, int64_t n) {
+  TG_ASSERT(from == kBFloat16 || from == kFloat16, "widen_16bit: not a 16-bit float type: ", from);
+  if (stride == 2) {
+    if (const Convert convert = conversion(from, kFloat32)) return convert(src, dst, n);
+  }
+  if (from == kBFloat16) {
+    widen_scalar<BFloat16>(src, stride, dst, n);
+  } else {
+    widen_scalar<Half>(src, stride, dst, n);
+  }
+}
+
+void narrow_16bit(DType to, const float* src, char* dst, int64_t stride, int64_t n) {
+  TG_ASSERT(to == kBFloat16 || to == kFloat16, "narrow_16bit: not a 16-bit float type: ", to);
+  if (stride == 2) {
+    if (const Convert convert = conversion(kFloat32, to)) return convert(src, dst, n);
+  }
+  if (to == kBFloat16) {
+    narrow_scalar<BFloat16>(src, dst, stride, n);
+  } else {
+    narrow_scalar<Half>(src, dst, stride, n);
+  }
+}
 
 bool copy_16bit_contiguous(const Tensor& src, const Tensor& dst) {
   if (!src.is_contiguous() || !dst.is_contiguous() || src.numel() != dst.numel()) return false;

@@ -1,6 +1,8 @@
-// Fills the CPU dispatch table (the allocator is caching_allocator.cpp's).
+// Fills the CPU dispatch table (the allocator is caching_allocator.cpp's). The cpu::widened kernels
+// take 16-bit floats through float32 copies (widened_slots.h).
 #include "cpu/caching_allocator.h"
 #include "cpu/cpu_kernels.h"
+#include "cpu/widened_slots.h"
 
 namespace tapegrad::backend {
 
@@ -10,8 +12,8 @@ void register_cpu_backend() {
   t.copy = cpu::copy;
   t.fill = cpu::fill;
   t.arange = cpu::arange;
-  t.uniform = cpu::uniform;
-  t.normal = cpu::normal;
+  t.uniform = cpu::widened::uniform;
+  t.normal = cpu::widened::normal;
   t.randint = cpu::randint;
   t.unary = cpu::unary;
   t.unary_backward = cpu::unary_backward;
@@ -19,17 +21,17 @@ void register_cpu_backend() {
   t.compare = cpu::compare;
   t.where = cpu::where;
   t.clamp = cpu::clamp;
-  t.reduce = cpu::reduce;
-  t.reduce_with_index = cpu::reduce_with_index;
+  t.reduce = cpu::widened::reduce;
+  t.reduce_with_index = cpu::widened::reduce_with_index;
   t.gemm = cpu::gemm;
   t.gemm_mixed = cpu::gemm_mixed;
   t.bmm = cpu::bmm;
-  t.softmax = cpu::softmax;
-  t.softmax_backward = cpu::softmax_backward;
-  t.cross_entropy = cpu::cross_entropy;
-  t.cross_entropy_backward = cpu::cross_entropy_backward;
-  t.layer_norm = cpu::layer_norm;
-  t.layer_norm_backward = cpu::layer_norm_backward;
+  t.softmax = cpu::widened::softmax;
+  t.softmax_backward = cpu::widened::softmax_backward;
+  t.cross_entropy = cpu::widened::cross_entropy;
+  t.cross_entropy_backward = cpu::widened::cross_entropy_backward;
+  t.layer_norm = cpu::widened::layer_norm;
+  t.layer_norm_backward = cpu::widened::layer_norm_backward;
   t.index_select = cpu::index_select;
   t.index_add = cpu::index_add;
   t.gather = cpu::gather;

@@ -36,6 +36,21 @@ void dispatch_numeric(DType dtype, const char* op, F&& f) {
   }
 }
 
+// Floating point with the 16-bit floats computed as float: for kernels whose loops widen 16-bit
+// operands themselves (for_each_compute and the map_* loops, Note [16-bit operands] in strided_loop.h).
+template <class F>
+void dispatch_floating_compute(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return f(TypeTag<float>{});
+  dispatch_floating(dtype, op, f);
+}
+
+// The same with int32/int64.
+template <class F>
+void dispatch_numeric_compute(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return f(TypeTag<float>{});
+  dispatch_numeric(dtype, op, f);
+}
+
 // Every dtype, 16-bit floats and bool included (copies, fills, index moves).
 template <class F>
 void dispatch_all(DType dtype, const char* op, F&& f) {

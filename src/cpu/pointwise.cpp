@@ -1,5 +1,6 @@
 // Binary, comparison, where and clamp kernels on the CPU (the unary ones are in unary.cpp). The
-// formulas are the shared host+device ones in src/math.
+// formulas are the shared host+device ones in src/math; 16-bit floats compute in float (Note
+// [16-bit operands] in strided_loop.h).
 #include <cmath>
 
 #include "cpu/cpu_kernels.h"
@@ -15,7 +16,7 @@ using math::with_compare_op;
 
 // Overwrites out (which may alias a for in-place ops).
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_numeric(out.dtype(), backend::binary_op_name(op), [&](auto tag) {
+  dispatch_numeric_compute(out.dtype(), backend::binary_op_name(op), [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_binary_op(op, [&](auto formula) {
       using Op = decltype(formula);
@@ -36,7 +37,7 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
   if (a.dtype() == kBool) {
     run(TypeTag<bool>{});
   } else {
-    dispatch_numeric(a.dtype(), "compare", run);
+    dispatch_numeric_compute(a.dtype(), "compare", run);
   }
 }
 
@@ -50,7 +51,7 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
 
 // Overwrites out; NaN stays NaN like torch.clamp.
 void clamp(const Tensor& x, double min, double max, const Tensor& out) {
-  dispatch_numeric(x.dtype(), "clamp", [&](auto tag) {
+  dispatch_numeric_compute(x.dtype(), "clamp", [&](auto tag) {
     using T = typename decltype(tag)::type;
     map_unary<T, T>(out, x, [min, max](T v) { return math::clamp_value(v, min, max); });
   });

@@ -46,6 +46,8 @@ float as_float(uint16_t bits) { return detail::bits_float(static_cast<uint32_t>(
 
 // Below this many multiply-adds a product stays on the calling thread (as in sgemm_avx512.cpp).
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
+// Below this many elements B is packed on the calling thread.
+constexpr int64_t kParallelPack = int64_t{1} << 16;
 
 #ifdef TG_HAVE_AVX512_BF16
 
@@ -103,7 +105,14 @@ TG_AVX512_BF16 void transpose_16x16(__m512i r[16]) {
 // and interleaved into the rows' pairs, the 16 x 16 pairs are transposed in registers, and each row
 // gets one 64-byte store. Row by row with scalar rounding it took a third of an LSTM step; with
 // 32-bit scatters the rows, ld apart, still conflicted in L1.
-TG_AVX512_BF16 void columns_to_bf16(const float* a, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
+// 16 values of a 16-bit or float column as bf16 lanes (zero where mask is clear).
+TG_AVX512_BF16 __m256i bf16_lanes(const float* x, __mmask16 mask) {
+  return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
+}
+TG_AVX512_BF16 __m256i bf16_lanes(const BFloat16* x, __mmask16 mask) { return _mm256_maskz_loadu_epi16(mask, x); }
+
+template <class T>
+TG_AVX512_BF16 void columns_to_bf16(const T* a, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
   alignas(64) static constexpr uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
                                                            21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
                                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
@@ -115,9 +124,17 @@ TG_AVX512_BF16 void columns_to_bf16(const float* a, int64_t cs, int64_t m, int64
       __m512i pairs[16];
       for (int q = 0; q < 16; ++q) {
         const int64_t p = p0 + 2 * q;
-        const __m512 lo = p < k ? _mm512_maskz_loadu_ps(rows, a + i + p * cs) : _mm512_setzero_ps();
-        const __m512 hi = p + 1 < k ? _mm512_maskz_loadu_ps(rows, a + i + (p + 1) * cs) : _mm512_setzero_ps();
-        pairs[q] = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        if constexpr (std::is_same_v<T, float>) {  // one instruction converts both depths
+          const __m512 lo = p < k ? _mm512_maskz_loadu_ps(rows, a + i + p * cs) : _mm512_setzero_ps();
+          const __m512 hi = p + 1 < k ? _mm512_maskz_loadu_ps(rows, a + i + (p + 1) * cs) : _mm512_setzero_ps();
+          pairs[q] = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        } else {  // each row's pair is its two depths' 16 bits side by side in one 32-bit lane
+          constexpr __mmask16 all = 0xFFFF;
+          const __m256i lo = p < k ? bf16_lanes(a + i + p * cs, rows) : _mm256_setzero_si256();
+          const __m256i hi = p + 1 < k ? bf16_lanes(a + i + (p + 1) * cs, rows) : _mm256_setzero_si256();
+          pairs[q] = _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(all, lo),
+                                     _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi), 16));
+        }
       }
       transpose_16x16(pairs);
       for (int64_t r = 0; r < row_count; ++r) _mm512_storeu_si512(out + (i + r) * ld + p0, pairs[r]);
@@ -128,21 +145,19 @@ TG_AVX512_BF16 void columns_to_bf16(const float* a, int64_t cs, int64_t m, int64
 // Rows of A as bf16, `ld` (even, >= k) apart, each padded with zeros to ld.
 template <class T>
 TG_AVX512_BF16 void rows_to_bf16(const T* a, int64_t rs, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (cs != 1 && rs == 1 && ld % 32 == 0) {  // whole 16-pair stores stay inside each row
-      columns_to_bf16(a, cs, m, k, out, ld);
-      const int64_t written = (k + 31) / 32 * 32;
-      for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld + written, out + (i + 1) * ld, uint16_t{0});
-      return;
-    }
+  if (cs != 1 && rs == 1 && ld % 32 == 0) {  // whole 16-pair stores stay inside each row
+    columns_to_bf16(a, cs, m, k, out, ld);
+    const int64_t written = (k + 31) / 32 * 32;
+    for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld + written, out + (i + 1) * ld, uint16_t{0});
+    return;
   }
   for (int64_t i = 0; i < m; ++i) {
     uint16_t* row = out + i * ld;
-    if constexpr (std::is_same_v<T, float>) {
-      if (cs == 1) {
+    if (cs == 1) {
+      if constexpr (std::is_same_v<T, float>) {
         floats_to_bf16(a + i * rs, k, row);
       } else {
-        for (int64_t p = 0; p < k; ++p) row[p] = round_bf16(a[i * rs + p * cs]);
+        std::memcpy(row, a + i * rs, static_cast<size_t>(k) * sizeof(uint16_t));
       }
     } else {
       for (int64_t p = 0; p < k; ++p) row[p] = round_bf16(a[i * rs + p * cs]);
@@ -183,7 +198,7 @@ TG_AVX512_BF16 void pack_panels_by_columns(const float* b, int64_t cs, int64_t k
 }
 
 // Panel j of B: for each depth pair p, 64 values: column c's (b[2p][c], b[2p + 1][c]) at 2c, 2c + 1.
-// Rows contiguous in float: two rows' 16 columns are converted and interleaved in registers.
+// Contiguous rows (float or bf16): two rows' 16 columns are converted and interleaved in registers.
 template <class T>
 TG_AVX512_BF16 void pack_panels(const T* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* out) {
   const int64_t pairs = (k + 1) / 2, stride = panel_pairs(k);
@@ -192,14 +207,13 @@ TG_AVX512_BF16 void pack_panels(const T* b, int64_t rs, int64_t cs, int64_t k, i
     for (int64_t p = 0; p < pairs; ++p) {
       uint16_t* dst = panel + p * 2 * kNr;
       const int64_t r0 = 2 * p, r1 = 2 * p + 1;
-      if constexpr (std::is_same_v<T, float>) {
+      {
         if (cs == 1) {
           for (int64_t h = 0; h < 2; ++h) {
             const int64_t col = j0 + 16 * h;
             const __mmask16 mask = lanes(n - col);
-            const __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + r0 * rs + col));
-            const __m256i hi = r1 < k ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + r1 * rs + col))
-                                      : _mm256_setzero_si256();
+            const __m256i lo = bf16_lanes(b + r0 * rs + col, mask);
+            const __m256i hi = r1 < k ? bf16_lanes(b + r1 * rs + col, mask) : _mm256_setzero_si256();
             // Pairs within 128-bit lanes, then the lanes put in column order.
             const __m256i low = _mm256_unpacklo_epi16(lo, hi), high = _mm256_unpackhi_epi16(lo, hi);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h), _mm256_permute2x128_si256(low, high, 0x20));
@@ -407,15 +421,33 @@ void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
     const int64_t panels = (n_ + kNr - 1) / kNr;
     const int64_t stride = panel_pairs(k_), real = (k_ + 1) / 2;
     pairs_.reset(new uint16_t[static_cast<size_t>(panels * stride * 2 * kNr)]);
-    for (int64_t j = 0; j < panels; ++j)  // the pairs that pad the depth to whole tiles: zeros
-      std::fill_n(pairs_.get() + (j * stride + real) * 2 * kNr, (stride - real) * 2 * kNr, uint16_t{0});
-    if constexpr (std::is_same_v<T, float>) {
-      if (rs == 1 && cs != 1) {
-        pack_panels_by_columns(b, cs, k_, n_, pairs_.get());
-        return;
+    // Panels [j0, j1): each thread packs its own columns. A large weight packed by one thread
+    // while the other waited was a tenth of a small batch's autocast step.
+    auto pack_range = [&](int64_t j0, int64_t j1) {
+      if (j1 <= j0) return;
+      for (int64_t j = j0; j < j1; ++j)  // the pairs that pad the depth to whole tiles: zeros
+        std::fill_n(pairs_.get() + (j * stride + real) * 2 * kNr, (stride - real) * 2 * kNr, uint16_t{0});
+      const int64_t cols = std::min(n_, j1 * kNr) - j0 * kNr;
+      uint16_t* out = pairs_.get() + j0 * stride * 2 * kNr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (rs == 1 && cs != 1) {
+          pack_panels_by_columns(b + j0 * kNr * cs, cs, k_, cols, out);
+          return;
+        }
       }
+      pack_panels(b + j0 * kNr * cs, rs, cs, k_, cols, out);
+    };
+    const int threads = get_num_threads();
+    if (threads <= 1 || k_ * n_ < kParallelPack || omp_in_parallel() || panels < 2) {
+      pack_range(0, panels);
+      return;
     }
-    pack_panels(b, rs, cs, k_, n_, pairs_.get());
+    const int use = static_cast<int>(std::min<int64_t>(threads, panels));
+#pragma omp parallel num_threads(use)
+    {
+      const int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+      pack_range(panels * part / parts, panels * (part + 1) / parts);
+    }
     return;
   }
 #endif

@@ -3,9 +3,11 @@
 // operands are merged first, so the common cases become one flat loop the compiler vectorises.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
+#include "cpu/convert_16bit.h"
 #include "cpu/parallel.h"
 #include "tapegrad/core/tensor.h"
 
@@ -69,10 +71,54 @@ void for_each_strided(const std::array<const Tensor*, N>& operands, const Inner&
   });
 }
 
+// Note [16-bit operands]: a pointwise kernel has one body per compute type, and float16 and
+// bfloat16 tensors run the float body, as PyTorch's CPU kernels do. for_each_compute hands `inner`
+// (written for operands of compute_sizes bytes) blocks of each run: every 16-bit input widened into
+// a float buffer on the stack, and the output block (operand 0) rounded back once, so values see
+// float arithmetic and a single rounding. The blocks stay in L1, and a contiguous run converts with
+// vector instructions (convert_16bit.h). Operands already of their compute size are passed through.
+template <size_t N, class Inner>
+void for_each_compute(const std::array<const Tensor*, N>& operands, const std::array<size_t, N>& compute_sizes,
+                      const Inner& inner, int64_t grain = kGrainSize) {
+  std::array<DType, N> widened;  // kFloat32 where the operand is used as it is
+  bool any = false;
+  for (size_t k = 0; k < N; ++k) {
+    const DType dtype = operands[k]->dtype();
+    const bool narrow = (dtype == kBFloat16 || dtype == kFloat16) && compute_sizes[k] == sizeof(float);
+    widened[k] = narrow ? dtype : kFloat32;
+    any = any || narrow;
+  }
+  if (!any) return for_each_strided<N>(operands, inner, grain);
+  for_each_strided<N>(
+      operands,
+      [&](char** p, const int64_t* s, int64_t n) {
+        constexpr int64_t kBlock = 256;
+        alignas(64) float buffers[N][kBlock];
+        for (int64_t start = 0; start < n; start += kBlock) {
+          const int64_t m = std::min(kBlock, n - start);
+          std::array<char*, N> q;
+          std::array<int64_t, N> qs;
+          for (size_t k = 0; k < N; ++k) {
+            if (widened[k] == kFloat32) {
+              q[k] = p[k] + start * s[k];
+              qs[k] = s[k];
+              continue;
+            }
+            q[k] = reinterpret_cast<char*>(buffers[k]);
+            qs[k] = sizeof(float);
+            if (k > 0) widen_16bit(widened[k], p[k] + start * s[k], s[k], buffers[k], m);
+          }
+          inner(q.data(), qs.data(), m);
+          if (widened[0] != kFloat32) narrow_16bit(widened[0], buffers[0], p[0] + start * s[0], s[0], m);
+        }
+      },
+      grain);
+}
+
 // out = f(x) elementwise.
 template <class Out, class In, class F>
 void map_unary(const Tensor& out, const Tensor& x, const F& f) {
-  for_each_strided<2>({&out, &x}, [&](char** p, const int64_t* s, int64_t n) {
+  for_each_compute<2>({&out, &x}, {sizeof(Out), sizeof(In)}, [&](char** p, const int64_t* s, int64_t n) {
     if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
       Out* o = reinterpret_cast<Out*>(p[0]);
       const In* a = reinterpret_cast<const In*>(p[1]);
@@ -87,7 +133,7 @@ void map_unary(const Tensor& out, const Tensor& x, const F& f) {
 // out = f(a, b) elementwise, with flat paths for contiguous operands and a broadcast scalar b.
 template <class Out, class In, class F>
 void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, const F& f) {
-  for_each_strided<3>({&out, &a, &b}, [&](char** p, const int64_t* s, int64_t n) {
+  for_each_compute<3>({&out, &a, &b}, {sizeof(Out), sizeof(In), sizeof(In)}, [&](char** p, const int64_t* s, int64_t n) {
     Out* o = reinterpret_cast<Out*>(p[0]);
     const In* x = reinterpret_cast<const In*>(p[1]);
     const In* y = reinterpret_cast<const In*>(p[2]);
@@ -107,7 +153,7 @@ void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, const F& f)
 // out = f(a, b, c) elementwise (strided path only; used by backward kernels and where).
 template <class Out, class A, class B, class C, class F>
 void map_ternary(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, const F& f) {
-  for_each_strided<4>({&out, &a, &b, &c}, [&](char** p, const int64_t* s, int64_t n) {
+  for_each_compute<4>({&out, &a, &b, &c}, {sizeof(Out), sizeof(A), sizeof(B), sizeof(C)}, [&](char** p, const int64_t* s, int64_t n) {
     if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
       Out* o = reinterpret_cast<Out*>(p[0]);
       const A* x = reinterpret_cast<const A*>(p[1]);

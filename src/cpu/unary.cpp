@@ -1,5 +1,6 @@
 // Unary kernels on the CPU, forward and backward. The formulas are the shared host+device ones in
-// src/math; float exp, tanh and sigmoid use vec_math.h's vectorisable versions. A file of its own
+// src/math; float exp, tanh and sigmoid use vec_math.h's vectorisable versions, and 16-bit floats
+// compute in float (Note [16-bit operands] in strided_loop.h). A file of its own
 // (apart from pointwise.cpp) because every op times every dtype is instantiated here: split, the two
 // compile side by side.
 #include <type_traits>
@@ -54,8 +55,8 @@ void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Ten
     with_unary_op(op, [&](auto formula) {
       using Op = decltype(formula);
       constexpr bool vector_f32 = std::is_same_v<T, float> && kHasVectorF32<Op>;
-      for_each_strided<2>(
-          {&out, &x},
+      for_each_compute<2>(
+          {&out, &x}, {sizeof(T), sizeof(T)},
           [&](char** p, const int64_t* s, int64_t n) {
             const math::Scalars<T> c = params;
             if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
@@ -76,16 +77,16 @@ void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Ten
     });
   };
   if (info.integers) {
-    dispatch_numeric(x.dtype(), info.name, run);
+    dispatch_numeric_compute(x.dtype(), info.name, run);
   } else {
-    dispatch_floating(x.dtype(), info.name, run);
+    dispatch_floating_compute(x.dtype(), info.name, run);
   }
 }
 
 // Overwrites grad_x.
 void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& grad, const Tensor& x, const Tensor& y,
                     const Tensor& grad_x) {
-  dispatch_floating(x.dtype(), backend::unary_op_name(op), [&](auto tag) {
+  dispatch_floating_compute(x.dtype(), backend::unary_op_name(op), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const math::Scalars<T> params = scalars.to<T>();
     with_unary_op(op, [&](auto formula) {

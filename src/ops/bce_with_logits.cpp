@@ -29,6 +29,7 @@ Tensor log1p_small(const Tensor& u) {
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options) {
+  if (auto f = autocast_float32({input, target})) return binary_cross_entropy_with_logits((*f)[0], (*f)[1], options);
   const char* op = "binary_cross_entropy_with_logits";
   check_elementwise_loss(op, input, target);
   if (options.weight.defined()) check_loss_weight(op, "weight", options.weight, input);

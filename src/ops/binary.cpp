@@ -66,7 +66,6 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(name, a, b);
   DType dt = result_dtype(op, a.dtype(), b.dtype());
   Tensor ca = cast(a, dt), cb = cast(b, dt);
-  check_computable(name, ca);
   Shape shape = broadcast_shapes(name, ca.sizes(), cb.sizes());
   Tensor out = empty_tensor(shape, dt, a.device());
   if (out.numel() > 0) TG_KERNEL(a.device(), binary)(op, expand_raw(ca, shape), expand_raw(cb, shape), out);
@@ -116,7 +115,6 @@ Tensor binary_with_number(BinaryOp op, const Tensor& a, double b) {
   const auto kernel = backend::kernels(a.device()).binary_scalar;
   const bool simple = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div;
   if (kernel == nullptr || !simple || !a.is_floating_point()) return binary_op(op, a, scalar_like(a, b, name));
-  check_computable(name, a);
   Tensor out = empty_tensor(a.sizes(), a.dtype(), a.device());
   if (out.numel() > 0) kernel(op, a.detach(), b, out);
   if (any_requires_grad({a})) {
@@ -189,7 +187,6 @@ Tensor& inplace_binary(const char* name, BinaryOp op, Tensor& self, const Tensor
     adopt_result(self, binary_op(op, self.clone(), other));
     return self;
   }
-  check_computable(name, self);
   Tensor source = other.storage() == self.storage() ? other.clone() : other;
   source = cast(source, self.dtype());
   if (self.numel() > 0) TG_KERNEL(self.device(), binary)(op, self, expand_raw(source, shape), self);

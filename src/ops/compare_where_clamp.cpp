@@ -31,7 +31,6 @@ Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b) {
   check_same_device(name, a, b);
   DType dt = promote_types(a.dtype(), b.dtype());
   Tensor ca = cast(a.detach(), dt), cb = cast(b.detach(), dt);
-  check_computable(name, ca);
   Shape shape = broadcast_shapes(name, ca.sizes(), cb.sizes());
   Tensor out = empty_tensor(shape, kBool, a.device());
   if (out.numel() > 0) TG_KERNEL(a.device(), compare)(op, expand_raw(ca, shape), expand_raw(cb, shape), out);
@@ -53,7 +52,6 @@ Tensor compare_with_number(CompareOp op, const Tensor& a, double value) {
   const bool same_dtype = !is_integral(a.dtype()) || (std::isfinite(value) && std::floor(value) == value);
   const auto kernel = backend::kernels(a.device()).compare_scalar;
   if (!same_dtype || kernel == nullptr) return compare_op(op, a, scalar_for(name, a, value));
-  check_computable(name, a);
   Tensor out = empty_tensor(a.sizes(), kBool, a.device());
   if (out.numel() > 0) kernel(op, a.detach(), value, out);
   return out;
@@ -83,7 +81,6 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_same_device("where", a, b);
   DType dt = promote_types(a.dtype(), b.dtype());
   Tensor ca = cast(a, dt), cb = cast(b, dt);
-  check_computable("where", ca);
   Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.sizes(), ca.sizes()), cb.sizes());
   Tensor out = empty_tensor(shape, dt, a.device());
   if (out.numel() > 0)
@@ -113,7 +110,6 @@ Tensor where(const Tensor& condition, const Tensor& a, double b) {
 Tensor clamp(const Tensor& x, double min, double max) {
   check_defined("clamp", x);
   TG_CHECK(!(min > max), "clamp: min ", min, " is greater than max ", max);
-  check_computable("clamp", x);
   TG_CHECK(x.dtype() != kBool, "clamp: not defined for bool tensors");
   Tensor out = empty_tensor(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) TG_KERNEL(x.device(), clamp)(x, min, max, out);
@@ -134,7 +130,6 @@ Tensor& Tensor::clamp_(double min, double max) {
     adopt_result(*this, clamp(clone(), min, max));
     return *this;
   }
-  check_computable("clamp_", *this);
   if (numel() > 0) TG_KERNEL(device(), clamp)(*this, min, max, *this);
   storage()->bump_version();
   return *this;

@@ -140,6 +140,7 @@ Tensor weighted_cross_entropy(const LossInputs& in, const CrossEntropyOptions& o
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  if (auto f = autocast_float32({logits})) return cross_entropy((*f)[0], target, options);
   LossInputs in = check_loss_inputs("cross_entropy", logits, target);
   TG_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
            "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
@@ -190,6 +191,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& options) {
+  if (auto f = autocast_float32({log_probs})) return nll_loss((*f)[0], target, options);
   LossInputs in = check_loss_inputs("nll_loss", log_probs, target);
   TG_CHECK(options.label_smoothing == 0.0, "nll_loss: label_smoothing is a cross_entropy option");
   Counted counted = check_targets("nll_loss", backend::DeviceCheck::NllLossTarget, in.target, in.input.size(1), options.ignore_index,
@@ -202,6 +204,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (auto f = autocast_float32({input, target})) return mse_loss((*f)[0], (*f)[1], reduction);
   check_defined("mse_loss", input, "input");
   check_defined("mse_loss", target, "target");
   TG_CHECK(input.sizes() == target.sizes(), "mse_loss: input ", shape_str(input.sizes()), " and target ",

@@ -12,7 +12,6 @@ void check_elementwise_loss(const char* op, const Tensor& input, const Tensor& t
   check_same_device(op, input, target);
   check_floating(op, input);
   TG_CHECK(target.is_floating_point(), op, ": target must be floating point, got ", target.dtype());
-  check_computable(op, target);
   // PyTorch broadcasts a mismatched target with a warning; a mismatch is almost always a bug
   // (e.g. [N] against [N, 1] silently becomes [N, N]), so it is an error here.
   TG_CHECK(input.sizes() == target.sizes(), op, ": input ", shape_str(input.sizes()), " and target ",
@@ -22,7 +21,6 @@ void check_elementwise_loss(const char* op, const Tensor& input, const Tensor& t
 void check_loss_weight(const char* op, const char* name, const Tensor& weight, const Tensor& input) {
   check_same_device(op, input, weight);
   TG_CHECK(weight.is_floating_point(), op, ": ", name, " must be floating point, got ", weight.dtype());
-  check_computable(op, weight);
   const Shape& w = weight.sizes();
   const Shape& x = input.sizes();
   bool fits = w.size() <= x.size();

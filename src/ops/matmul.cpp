@@ -1,7 +1,10 @@
 // mm, bmm, addmm, matmul and linear. Backward of C = A B: dA = dC B^T, dB = A^T dC; the
 // transposes are views the GEMM reads through strides. Under autocast (amp/autocast.h) mm, addmm,
-// matmul and linear run their products in bf16 with float32 sums, forward and backward alike: the
-// choice is made when the forward runs and kept by its tape node.
+// matmul and linear take float32 or low-precision operands, run their products in the low type with
+// float32 sums, and return the low type, as PyTorch's autocast does; backward's products use the
+// same precision (the choice is made when the forward runs and kept by its tape node), and each
+// gradient is computed straight into its input's dtype (a float32 weight's gradient keeps its
+// float32 sums).
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
@@ -20,31 +23,40 @@ void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b, int
   check_same_device(op, a, b);
   TG_CHECK(a.dim() == rank && b.dim() == rank, op, ": expected ", rank, "-D operands, got ", shape_str(a.sizes()),
            " and ", shape_str(b.sizes()));
-  TG_CHECK(a.dtype() == b.dtype(), op, ": operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
   check_floating(op, a);
+  check_floating(op, b);
   TG_CHECK(a.size(-1) == b.size(-2), op, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
            " cannot be multiplied (", a.size(-1), " != ", b.size(-2), ")");
 }
 
-// Backward's products in the precision that the forward chose, whatever autocast says when it runs.
-amp::AutocastGuard same_products(Device device, DType dtype, DType products) {
-  return amp::AutocastGuard(device, products == dtype ? amp::autocast_dtype(device.kind()) : products, products != dtype);
+// dst [rows, cols] in `dtype` = a @ b with the products in `products`: a backward's gradient,
+// computed straight into its input's dtype. No autograd.
+Tensor product_into(DType dtype, DType products, const Tensor& a, const Tensor& b) {
+  Tensor out = empty_tensor({a.size(0), b.size(1)}, dtype, a.device());
+  if (out.numel() > 0) gemm_as("mm", products, a, b, out, 1.0, 0.0);
+  return out;
 }
 
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("mm", a, b, 2);
-  Tensor out = empty_tensor({a.size(0), b.size(1)}, a.dtype(), a.device());
-  const DType products = amp::product_dtype(a.device(), a.dtype());
+  const DType products = autocast_products("mm", a.device(), {&a, &b});
+  Tensor out = empty_tensor({a.size(0), b.size(1)}, products, a.device());
   gemm_as("mm", products, a, b, out, 1.0, 0.0);
   if (any_requires_grad({a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
-    record("mm", {a, b}, {out}, [sa, sb, products](const std::vector<Tensor>& g) {
-      const amp::AutocastGuard precision = same_products(g[0].device(), g[0].dtype(), products);
-      return std::vector<Tensor>{sb.defined() ? mm(g[0], sb.get().t()) : Tensor(),
-                                 sa.defined() ? mm(sa.get().t(), g[0]) : Tensor()};
+    const DType a_type = a.dtype(), b_type = b.dtype();
+    const bool same = a_type == products && b_type == products;
+    record("mm", {a, b}, {out}, [sa, sb, products, a_type, b_type, same](const std::vector<Tensor>& g) {
+      if (same && g[0].dtype() == products) {  // recorded, so double backward works
+        const amp::AutocastGuard plain(g[0].device(), kBFloat16, false);
+        return std::vector<Tensor>{sb.defined() ? mm(g[0], sb.get().t()) : Tensor(),
+                                   sa.defined() ? mm(sa.get().t(), g[0]) : Tensor()};
+      }
+      return std::vector<Tensor>{sb.defined() ? product_into(a_type, products, g[0], sb.get().t()) : Tensor(),
+                                 sa.defined() ? product_into(b_type, products, sa.get().t(), g[0]) : Tensor()};
     });
   }
   return out;
@@ -52,6 +64,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("bmm", a, b, 3);
+  TG_CHECK(a.dtype() == b.dtype(), "bmm: operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
   TG_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   Tensor out = empty_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
   if (out.numel() > 0) TG_KERNEL(a.device(), bmm)(a, b, out, 1.0, 0.0);
@@ -70,24 +83,32 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
   check_matmul_operands("addmm", a, b, 2);
   check_defined("addmm", input, "input");
   check_same_device("addmm", input, a);
-  TG_CHECK(input.dtype() == a.dtype(), "addmm: input has dtype ", input.dtype(), ", the operands ", a.dtype());
+  check_floating("addmm", input);
+  const DType products = autocast_products("addmm", a.device(), {&input, &a, &b});
   Shape shape{a.size(0), b.size(1)};
   TG_CHECK(broadcast_shapes("addmm", input.sizes(), shape) == shape, "addmm: input of shape ",
            shape_str(input.sizes()), " cannot be broadcast to ", shape_str(shape));
-  Tensor out = empty_tensor(shape, a.dtype(), a.device());
+  Tensor out = empty_tensor(shape, products, a.device());
   if (beta != 0.0 && out.numel() > 0) TG_KERNEL(a.device(), copy)(expand_raw(input.detach(), shape), out);
-  const DType products = amp::product_dtype(a.device(), a.dtype());
   gemm_as("addmm", products, a, b, out, alpha, beta);  // accumulates onto the copied input
   if (any_requires_grad({input, a, b})) {
     SavedTensor sa = b.requires_grad() ? SavedTensor(a) : SavedTensor();
     SavedTensor sb = a.requires_grad() ? SavedTensor(b) : SavedTensor();
     Shape in_shape = input.sizes();
     bool need_input = input.requires_grad();
+    const DType a_type = a.dtype(), b_type = b.dtype();
+    const bool same = a_type == products && b_type == products;
     record("addmm", {input, a, b}, {out}, [=](const std::vector<Tensor>& g) {
-      const amp::AutocastGuard precision = same_products(g[0].device(), g[0].dtype(), products);
       Tensor gi = need_input ? sum_to(beta == 1.0 ? g[0] : mul(g[0], beta), in_shape) : Tensor();
-      Tensor ga = sb.defined() ? mm(g[0], sb.get().t()) : Tensor();
-      Tensor gb = sa.defined() ? mm(sa.get().t(), g[0]) : Tensor();
+      Tensor ga, gb;
+      if (same && g[0].dtype() == products) {  // recorded, so double backward works
+        const amp::AutocastGuard plain(g[0].device(), kBFloat16, false);
+        if (sb.defined()) ga = mm(g[0], sb.get().t());
+        if (sa.defined()) gb = mm(sa.get().t(), g[0]);
+      } else {
+        if (sb.defined()) ga = product_into(a_type, products, g[0], sb.get().t());
+        if (sa.defined()) gb = product_into(b_type, products, sa.get().t(), g[0]);
+      }
       if (alpha != 1.0) {
         if (ga.defined()) ga = mul(ga, alpha);
         if (gb.defined()) gb = mul(gb, alpha);
@@ -108,7 +129,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   TG_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
            " cannot be multiplied (", k_a, " != ", k_b, ")");
   check_same_device("matmul", a, b);
-  TG_CHECK(a.dtype() == b.dtype(), "matmul: operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
+  autocast_products("matmul", a.device(), {&a, &b});  // the same dtype, or both autocast's
   if (a.dim() == 1 && b.dim() == 1) {
     return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   }
@@ -155,14 +176,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", shape_str(x.sizes()),
            " does not match weight ", shape_str(weight.sizes()), " (expected last dim ", weight.size(1), ")");
   check_same_device("linear", x, weight);
-  TG_CHECK(x.dtype() == weight.dtype(), "linear: input has dtype ", x.dtype(), ", the weight ", weight.dtype());
   check_floating("linear", x);
+  check_floating("linear", weight);
   if (bias.defined()) {
     TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias of shape ", shape_str(bias.sizes()),
              " does not match weight ", shape_str(weight.sizes()));
     check_same_device("linear", x, bias);
-    TG_CHECK(bias.dtype() == x.dtype(), "linear: bias has dtype ", bias.dtype(), ", the input ", x.dtype());
   }
+  const DType products = autocast_products("linear", x.device(), {&x, &weight, &bias});
   if (x.dim() != 2) {
     // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
     Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
@@ -172,8 +193,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   const int64_t n = x.size(0), out_features = weight.size(0);
   const Device device = x.device();
-  Tensor out = empty_tensor({n, out_features}, x.dtype(), device);
-  const DType products = amp::product_dtype(device, x.dtype());
+  Tensor out = empty_tensor({n, out_features}, products, device);
   const auto fused = backend::kernels(device).gemm_bias;
   if (bias.defined() && fused != nullptr) {
     fused(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
@@ -190,27 +210,30 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     const bool need_b = bias.defined() && bias.requires_grad();
     SavedTensor saved_x = need_w ? SavedTensor(x) : SavedTensor();
     SavedTensor saved_w = need_x ? SavedTensor(weight) : SavedTensor();
-    record("linear", {x, weight, bias}, {out}, [saved_x, saved_w, need_b, products](const std::vector<Tensor>& g) {
+    // Each gradient in its input's dtype (under autocast a float32 weight's gradient keeps the
+    // float32 sums); undefined inputs' types are never used.
+    const DType x_type = x.dtype(), w_type = weight.dtype(), b_type = bias.defined() ? bias.dtype() : products;
+    record("linear", {x, weight, bias}, {out}, [=](const std::vector<Tensor>& g) {
       const Tensor& grad = g[0];  // [n, out]
       const Device dev = grad.device();
       Tensor dx, dw, db;
       if (saved_w.defined()) {
         Tensor w = saved_w.get();
-        dx = empty_tensor({grad.size(0), w.size(1)}, grad.dtype(), dev);
+        dx = empty_tensor({grad.size(0), w.size(1)}, x_type, dev);
         gemm_as("linear", products, grad, w, dx, 1.0, 0.0);
       }
       if (saved_x.defined()) {
         Tensor xs = saved_x.get();
-        dw = empty_tensor({grad.size(1), xs.size(1)}, grad.dtype(), dev);
+        dw = empty_tensor({grad.size(1), xs.size(1)}, w_type, dev);
         const auto fused = backend::kernels(dev).gemm_bias_grad;
         if (need_b && fused != nullptr) {
-          db = empty_tensor({grad.size(1)}, grad.dtype(), dev);
+          db = empty_tensor({grad.size(1)}, b_type, dev);
           fused(grad.t(), xs, dw, db, products);
         } else {
           gemm_as("linear", products, grad.t(), xs, dw, 1.0, 0.0);
         }
       }
-      if (need_b && !db.defined()) db = column_sum(grad);
+      if (need_b && !db.defined()) db = column_sum(grad, b_type);
       return std::vector<Tensor>{dx, dw, db};
     });
   }

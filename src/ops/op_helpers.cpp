@@ -1,6 +1,8 @@
 // Shared op helpers (see op_helpers.h).
 #include "ops/op_helpers.h"
 
+#include "tapegrad/amp/autocast.h"
+
 #include "backend/kernel_tensors.h"
 
 #include "tapegrad/ops/creation.h"
@@ -39,12 +41,6 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 
 void check_floating(const char* op, const Tensor& t) {
   TG_CHECK(t.is_floating_point(), op, ": expected a floating-point tensor, got ", t.dtype());
-  check_computable(op, t);
-}
-
-void check_computable(const char* op, const Tensor& t) {
-  TG_CHECK(!(t.device().is_cpu() && (t.dtype() == kFloat16 || t.dtype() == kBFloat16)), op, ": ", t.dtype(),
-           " is a storage type on the cpu; convert with .to(kFloat32) to compute");
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
@@ -70,14 +66,14 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   return reduced.reshape(shape);
 }
 
-Tensor column_sum(const Tensor& t) {
+Tensor column_sum(const Tensor& t, std::optional<DType> dtype) {
   TG_ASSERT(t.dim() == 2);
   const int64_t rows = t.size(0), cols = t.size(1);
-  Tensor out = empty_tensor({1, cols}, t.dtype(), t.device());
+  Tensor out = empty_tensor({1, cols}, dtype.value_or(t.dtype()), t.device());
   if (cols > 0) {
     Tensor ones = empty_tensor({1, rows}, t.dtype(), t.device());
     if (rows > 0) TG_KERNEL(t.device(), fill)(ones, 1.0);
-    TG_KERNEL(t.device(), gemm)(ones, t.detach(), out, 1.0, 0.0);
+    gemm_as("sum", t.dtype(), ones, t.detach(), out, 1.0, 0.0);
   }
   return out.view({cols});
 }
@@ -90,16 +86,47 @@ Tensor expand_raw(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, strides, t.storage_offset());
 }
 
+DType autocast_products(const char* op, const Device& device, std::initializer_list<const Tensor*> operands) {
+  if (amp::is_autocast_enabled(device.kind())) {
+    const DType low = amp::autocast_dtype(device.kind());
+    bool all = true;
+    for (const Tensor* t : operands) all = all && (!t->defined() || t->dtype() == kFloat32 || t->dtype() == low);
+    if (all) return low;
+  }
+  const Tensor* first = nullptr;
+  for (const Tensor* t : operands) {
+    if (!t->defined()) continue;
+    if (first == nullptr) first = t;
+    TG_CHECK(t->dtype() == first->dtype(), op, ": operands must have the same dtype, got ", first->dtype(), " and ",
+             t->dtype());
+  }
+  return first != nullptr ? first->dtype() : kFloat32;
+}
+
+std::optional<std::vector<Tensor>> autocast_float32(std::initializer_list<Tensor> inputs) {
+  auto is_16bit = [](const Tensor& t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); };
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (is_16bit(t) && amp::is_autocast_enabled(t.device().kind()));
+  if (!any) return std::nullopt;
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) out.push_back(is_16bit(t) ? t.to(kFloat32) : t);
+  return out;
+}
+
 Tensor cast(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
 
 void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
              double beta) {
   const Device device = out.device();
-  if (products == a.dtype()) {
+  if (a.dtype() == products && b.dtype() == products && out.dtype() == products) {
     TG_KERNEL(device, gemm)(a, b, out, alpha, beta);
     return;
   }
-  TG_CHECK(a.dtype() == kFloat32, op, ": no ", products, " products for ", a.dtype(), " tensors");
+  for (const Tensor* t : {&a, &b, &out})
+    TG_CHECK(t->dtype() == kFloat32 || t->dtype() == products, op, ": no ", products, " products for ", t->dtype(),
+             " tensors");
+  TG_CHECK(products == kBFloat16 || products == kFloat16, op, ": no ", products, " products for ", a.dtype(), ", ",
+           b.dtype(), " and ", out.dtype(), " tensors");
   auto mixed = backend::kernels(device).gemm_mixed;
   TG_CHECK(mixed != nullptr, op, ": autocast products on ", device.str(), " are not implemented yet");
   mixed(a, b, out, alpha, beta, products);

@@ -27,6 +27,7 @@ Tensor softmax_last_dim(const Tensor& x, bool log) {
 }
 
 Tensor softmax_any_dim(const Tensor& x, int64_t dim, bool log) {
+  if (auto f = autocast_float32({x})) return softmax_any_dim((*f)[0], dim, log);
   const char* name = log ? "log_softmax" : "softmax";
   check_defined(name, x);
   check_floating(name, x);

@@ -14,8 +14,8 @@ using backend::ReduceOp;
 namespace {
 
 Tensor sum_or_mean(ReduceOp op, const char* name, const Tensor& x, const Shape& dims, bool keepdim) {
+  if (auto f = autocast_float32({x})) return sum_or_mean(op, name, (*f)[0], dims, keepdim);
   check_defined(name, x);
-  check_computable(name, x);
   TG_CHECK(op != ReduceOp::Mean || x.is_floating_point(), name, ": expected a floating-point input, got ", x.dtype(),
            " (convert with .to(kFloat32))");
   ReducePlan plan = plan_reduction(name, x, dims, keepdim);
@@ -53,6 +53,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor var(const Tensor& x, double correction) { return var(x, {}, correction, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
+  if (auto f = autocast_float32({x})) return var((*f)[0], dims, correction, keepdim);
   check_defined("var", x);
   TG_CHECK(x.is_floating_point(), "var: expected a floating-point input, got ", x.dtype());
   ReducePlan plan = plan_reduction("var", x, dims, keepdim);  // validates dims

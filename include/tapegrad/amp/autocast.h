@@ -3,16 +3,14 @@
 // accumulation, and everything else runs as before. Guards nest (the innermost wins) and belong to
 // the thread that made them.
 //
-// What it covers (docs/amp.md): on the CPU, mm, addmm, matmul, linear and the LSTM (nn::LSTM,
-// lstm_layer: the recurrence's products and the weight-gradient products). Their operands are
-// rounded to bf16 and multiplied with f32 sums (Intel AMX or AVX512-BF16 where the CPU has them),
-// forward and backward: backward uses the precision its forward chose, whatever autocast says when
-// it runs. Everything else (the LSTM's gates and cell state, softmax, losses, reductions, norms, the
-// optimiser) stays f32, as do the master weights and the gradients. Unlike PyTorch, whose autocast
-// returns bf16 tensors from such ops, the outputs are the f32 sums: the CPU's elementwise kernels
-// are f32 ones. On CUDA (bfloat16 or float16) the same ops lower their products to cuBLAS GEMMs of
-// bf16/f16 operands with f32 accumulation and f32 outputs; the cuDNN LSTM (LstmImplementation::
-// CuDNN) is not lowered.
+// The policy (docs/amp.md), as PyTorch's: mm, addmm, matmul and linear take float32 or low-type
+// operands, multiply them rounded to the low type with float32 sums, and return the low type; the
+// LSTM runs its products that way and keeps its gates, cell state and outputs in float32; softmax,
+// log_softmax, the losses, sum, mean, var and layer_norm convert 16-bit inputs to float32; other ops
+// run in their inputs' type. Master weights and their gradients stay float32. Backward uses the
+// precision its forward chose, whatever autocast says when it runs. CPU products use Intel AMX or
+// AVX512-BF16 where the CPU has them; CUDA's are cuBLAS GEMMs of bf16/f16 operands with float32
+// sums. The cuDNN LSTM (LstmImplementation::CuDNN) is not lowered.
 #pragma once
 
 #include "tapegrad/core/device.h"

@@ -8,8 +8,7 @@
 
 namespace tapegrad {
 
-// f16 and bf16 are storage types on the CPU: tensors can hold and convert them, but CPU
-// arithmetic runs in f32/f64 (convert with .to(kFloat32)).
+// f16 and bf16 compute in float on both devices, each op rounding its result once (docs/amp.md).
 enum class DType : uint8_t { Float32, Float64, Float16, BFloat16, Int32, Int64, Bool };
 
 inline constexpr DType kFloat32 = DType::Float32;

@@ -1,0 +1,119 @@
+// The CPU's row-wise and reducing kernels for float16 and bfloat16 tensors: each 16-bit argument is
+// widened into a float32 copy, the float32 kernel runs, and each 16-bit output is rounded back once,
+// as PyTorch's CPU kernels accumulate 16-bit inputs in float. These kernels read whole rows or
+// reduce across them, so unlike the pointwise loops (Note [16-bit operands] in strided_loop.h) they
+// take the copies whole. Under autocast these ops run in float32 anyway; this is for 16-bit tensors
+// used directly.
+#include "cpu/cpu_kernels.h"
+#include "cpu/widened_slots.h"
+
+#include "backend/kernel_tensors.h"
+
+namespace tapegrad::cpu::widened {
+
+namespace {
+
+bool is_16bit(const Tensor& t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); }
+
+// A 16-bit argument's float32 stand-in; any other argument is used as it is. An input is widened
+// when made; an output is rounded back into the argument by write_back().
+class F32 {
+ public:
+  enum Role { kIn, kOut };
+  F32(const Tensor& t, Role role, const char* op) : original_(t) {
+    if (!is_16bit(t)) {
+      stand_in_ = t;
+      return;
+    }
+    stand_in_ = backend::allocate_tensor(t.sizes(), kFloat32, t.device(), op);
+    if (role == kIn) copy(t, stand_in_);
+  }
+  operator const Tensor&() const { return stand_in_; }
+  void write_back() const {
+    if (stand_in_.defined() && stand_in_.impl() != original_.impl()) copy(stand_in_, original_);
+  }
+
+ private:
+  Tensor original_, stand_in_;
+};
+
+}  // namespace
+
+void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) {
+  const F32 o(out, F32::kOut, "uniform");
+  cpu::uniform(o, low, high, seed, offset);
+  o.write_back();
+}
+
+void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) {
+  const F32 o(out, F32::kOut, "normal");
+  cpu::normal(o, mean, std, seed, offset);
+  o.write_back();
+}
+
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner) {
+  const F32 in(x, F32::kIn, "reduce"), o(out, F32::kOut, "reduce");
+  cpu::reduce(op, in, o, outer, reduced, inner);
+  o.write_back();
+}
+
+void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t outer,
+                       int64_t reduced, int64_t inner) {
+  const F32 in(x, F32::kIn, "max/min"), v(values, F32::kOut, "max/min");
+  cpu::reduce_with_index(op, in, v, indices, outer, reduced, inner);
+  v.write_back();
+}
+
+void softmax(const Tensor& x, const Tensor& out, bool log) {
+  const F32 in(x, F32::kIn, "softmax"), o(out, F32::kOut, "softmax");
+  cpu::softmax(in, o, log);
+  o.write_back();
+}
+
+void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log) {
+  const F32 g(grad_out, F32::kIn, "softmax_backward"), in(y, F32::kIn, "softmax_backward"),
+      o(grad_x, F32::kOut, "softmax_backward");
+  cpu::softmax_backward(g, in, o, log);
+  o.write_back();
+}
+
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
+                   int64_t ignore_index, double label_smoothing) {
+  const F32 in(logits, F32::kIn, "cross_entropy"), l(losses, F32::kOut, "cross_entropy"),
+      lse(logsumexp, F32::kOut, "cross_entropy");
+  cpu::cross_entropy(in, target, l, lse, ignore_index, label_smoothing);
+  l.write_back();
+  lse.write_back();
+}
+
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing) {
+  const char* op = "cross_entropy_backward";
+  const F32 g(grad_losses, F32::kIn, op), in(logits, F32::kIn, op), lse(logsumexp, F32::kIn, op),
+      o(grad_logits, F32::kOut, op);
+  cpu::cross_entropy_backward(g, in, target, lse, o, ignore_index, label_smoothing);
+  o.write_back();
+}
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  const char* op = "layer_norm";
+  const F32 in(x, F32::kIn, op), w(weight, F32::kIn, op), b(bias, F32::kIn, op), o(y, F32::kOut, op);
+  cpu::layer_norm(in, w, b, eps, o, mean, rstd);
+  o.write_back();
+}
+
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                         const Tensor& grad_bias) {
+  const char* op = "layer_norm_backward";
+  const F32 g(grad_y, F32::kIn, op), in(x, F32::kIn, op), w(weight, F32::kIn, op), gx(grad_x, F32::kOut, op),
+      gw(grad_weight, F32::kOut, op), gb(grad_bias, F32::kOut, op);
+  cpu::layer_norm_backward(g, in, mean, rstd, w, gx, gw, gb);
+  gx.write_back();
+  gw.write_back();
+  gb.write_back();
+}
+
+}  // namespace tapegrad::cpu::widened
