@@ -291,8 +291,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
 // gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
 // which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
 // read) or already bfloat16; a bfloat16 out gets the float32 sums rounded once, as autocast's
-// outputs are: computed in blocks of rows whose sums stay in cache, each block rounded into out as
-// soon as it is done (a whole float32 copy of C to round afterwards cost a tenth of a large product).
+// outputs are, each thread rounding its own columns as soon as it has computed them.
 void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
   TG_CHECK(products == kBFloat16, "mm: the CPU's mixed-precision products are bfloat16, got ", products);
@@ -305,35 +304,28 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
       b.dtype() == kBFloat16
           ? PackedBf16Matrix(static_cast<const BFloat16*>(b.data_ptr()), b.stride(0), b.stride(1), k, m)
           : PackedBf16Matrix(static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1), k, m);
-  // C rows [r0, r0 + rows) = alpha * (A's rows) B + beta * C, C float32 with leading dimension ldc.
-  auto product_rows = [&](int64_t r0, int64_t rows, float* c, int64_t ldc, float c_beta) {
-    if (a.dtype() == kBFloat16) {
-      sbgemm(rows, static_cast<float>(alpha), static_cast<const BFloat16*>(a.data_ptr()) + r0 * a.stride(0), a.stride(0),
-             a.stride(1), packed, c_beta, c, ldc);
-    } else {
-      sbgemm(rows, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()) + r0 * a.stride(0), a.stride(0),
-             a.stride(1), packed, c_beta, c, ldc);
-    }
-  };
   const int64_t ldc = std::max<int64_t>(out.stride(0), std::max<int64_t>(m, 1));
-  if (out.dtype() == kFloat32) {
-    product_rows(0, n, static_cast<float*>(out.data_ptr()), ldc, static_cast<float>(beta));
-    return;
+  float* c = static_cast<float*>(out.data_ptr());
+  RoundedOutput rounded;
+  thread_local std::vector<float> scratch;  // a bf16 out's float32 sums; kept: small products run every step
+  if (out.dtype() == kBFloat16) {
+    scratch.resize(static_cast<size_t>(n * m));
+    c = scratch.data();
+    rounded = RoundedOutput{static_cast<BFloat16*>(out.data_ptr()), ldc};
+    if (beta != 0.0) {
+      const char* c16 = static_cast<const char*>(out.data_ptr());
+      parallel_for(0, n, std::max<int64_t>(1, kGrainSize / m), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) widen_16bit(kBFloat16, c16 + i * ldc * 2, 2, c + i * m, m);
+      });
+    }
   }
-  const int64_t block = std::max<int64_t>(32, (int64_t{1} << 17) / m / 32 * 32);  // about 512 KiB of sums
-  thread_local std::vector<float> buffer;  // kept: small products run every step
-  buffer.resize(static_cast<size_t>(std::min(block, n) * m));
-  float* const sums = buffer.data();  // the caller's buffer, also inside the threads below
-  char* c16 = static_cast<char*>(out.data_ptr());
-  const int64_t row_bytes = ldc * static_cast<int64_t>(sizeof(BFloat16));
-  for (int64_t r0 = 0; r0 < n; r0 += block) {
-    const int64_t rows = std::min(block, n - r0);
-    if (beta != 0.0)
-      for (int64_t i = 0; i < rows; ++i) widen_16bit(kBFloat16, c16 + (r0 + i) * row_bytes, 2, sums + i * m, m);
-    product_rows(r0, rows, sums, m, static_cast<float>(beta));
-    parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / m), [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) narrow_16bit(kBFloat16, sums + i * m, c16 + (r0 + i) * row_bytes, 2, m);
-    });
+  const int64_t c_ld = out.dtype() == kBFloat16 ? m : ldc;
+  if (a.dtype() == kBFloat16) {
+    sbgemm(n, static_cast<float>(alpha), static_cast<const BFloat16*>(a.data_ptr()), a.stride(0), a.stride(1), packed,
+           static_cast<float>(beta), c, c_ld, rounded);
+  } else {
+    sbgemm(n, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()), a.stride(0), a.stride(1), packed,
+           static_cast<float>(beta), c, c_ld, rounded);
   }
 }
 

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/convert_16bit.h"
 #include "cpu/sbgemm_amx.h"
 #include "cpu/sgemm_avx512.h"
 #include "tapegrad/core/error.h"
@@ -296,7 +297,7 @@ void native_panels(int64_t m, float alpha, const uint16_t* a, int64_t lda, const
 // tiles of rows. Threads that share a product convert a share of the rows each.
 template <class T>
 void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-                    float beta, float* c, int64_t ldc, bool amx) {
+                    float beta, float* c, int64_t ldc, const RoundedOutput& rounded, bool amx) {
   // A row length that is a multiple of 4 KiB would put a tile's 16 rows in one L1 set: one more
   // 64-byte tile column of zeros keeps them apart.
   const int64_t lda = 2 * panel_pairs(b.rows()) + ((2 * panel_pairs(b.rows())) % 2048 == 0 ? 32 : 0);
@@ -316,6 +317,7 @@ void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_
     } else {
       native_panels(m, alpha, a16, lda, b, beta, c, ldc, begin, end);
     }
+    rounded.columns(m, c, ldc, begin * kNr, std::min(n, end * kNr));  // this thread's, while in its cache
   };
   const int threads = get_num_threads();
   // AMX does 16 times the work per instruction: split only products that are large for it too.
@@ -340,37 +342,40 @@ void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_
 // The portable path: A rounded to bf16 values held as floats, times B's rounded floats, in f32.
 template <class T>
 void portable_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-                      float beta, float* c, int64_t ldc) {
+                      float beta, float* c, int64_t ldc, const RoundedOutput& rounded) {
   const int64_t k = b.rows(), n = b.cols();
-  std::vector<float> rounded(static_cast<size_t>(m * k));
+  std::vector<float> rounded_a(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < k; ++p) rounded[static_cast<size_t>(i * k + p)] = as_float(round_bf16(a[i * a_rs + p * a_cs]));
+    for (int64_t p = 0; p < k; ++p)
+      rounded_a[static_cast<size_t>(i * k + p)] = as_float(round_bf16(a[i * a_rs + p * a_cs]));
   if (use_sgemm_avx512()) {
-    sgemm_avx512(m, n, k, alpha, rounded.data(), k, 1, b.floats(), n, 1, beta, c, ldc);
+    sgemm_avx512(m, n, k, alpha, rounded_a.data(), k, 1, b.floats(), n, 1, beta, c, ldc);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                alpha, rounded.data(), static_cast<int>(k), b.floats(), static_cast<int>(n), beta, c,
+                alpha, rounded_a.data(), static_cast<int>(k), b.floats(), static_cast<int>(n), beta, c,
                 static_cast<int>(ldc));
   }
+  rounded.columns(m, c, ldc, 0, n);
 }
 
 template <class T>
 void product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
-             float* c, int64_t ldc) {
+             float* c, int64_t ldc, const RoundedOutput& rounded) {
   const int64_t n = b.cols();
   if (m <= 0 || n <= 0) return;
   if (b.rows() == 0 || alpha == 0.0f) {  // no product: C = beta * C, and beta = 0 clears it
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    rounded.columns(m, c, ldc, 0, n);
     return;
   }
 #ifdef TG_HAVE_AVX512_BF16
   if (b.native()) {
-    native_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, sbgemm_kernel() == SbgemmKernel::Amx);
+    native_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, rounded, sbgemm_kernel() == SbgemmKernel::Amx);
     return;
   }
 #endif
-  portable_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+  portable_product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, rounded);
 }
 
 }  // namespace
@@ -456,14 +461,20 @@ void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
     for (int64_t j = 0; j < n_; ++j) floats_[static_cast<size_t>(p * n_ + j)] = as_float(round_bf16(b[p * rs + j * cs]));
 }
 
+void RoundedOutput::columns(int64_t m, const float* c, int64_t ldc, int64_t j0, int64_t j1) const {
+  if (out == nullptr || j1 <= j0) return;
+  for (int64_t i = 0; i < m; ++i)
+    narrow_16bit(kBFloat16, c + i * ldc + j0, reinterpret_cast<char*>(out + i * ld + j0), 2, j1 - j0);
+}
+
 void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
-            float* c, int64_t ldc) {
-  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+            float* c, int64_t ldc, const RoundedOutput& rounded) {
+  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, rounded);
 }
 
 void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-            float beta, float* c, int64_t ldc) {
-  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc);
+            float beta, float* c, int64_t ldc, const RoundedOutput& rounded) {
+  product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, rounded);
 }
 
 }  // namespace tapegrad::cpu

@@ -54,13 +54,22 @@ class PackedBf16Matrix {
   std::vector<float> floats_;
 };
 
+// Where a product's float32 sums are also rounded to: bf16 rows `ld` apart (none when out is null).
+// Each thread rounds the columns it computed as soon as they are done, while they are in its cache.
+struct RoundedOutput {
+  BFloat16* out = nullptr;
+  int64_t ld = 0;
+  // Rounds C's columns [j0, j1) of all m rows into out.
+  void columns(int64_t m, const float* c, int64_t ldc, int64_t j0, int64_t j1) const;
+};
+
 // C = alpha * bf16(A) B + beta * C, C m x n float32 row-major (leading dimension ldc), A m x k with
 // element (i, p) at a[i * a_rs + p * a_cs], rounded to bf16 as it is read. beta = 0 sets C (its old
 // contents are never read). Threads over the shared OpenMP pool when large enough, serial inside
-// a parallel region.
+// a parallel region. With `rounded`, C is also rounded to bf16 there (C is then scratch space).
 void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
-            float* c, int64_t ldc);
+            float* c, int64_t ldc, const RoundedOutput& rounded = {});
 void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-            float beta, float* c, int64_t ldc);
+            float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
 
 }  // namespace tapegrad::cpu
