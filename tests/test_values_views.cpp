@@ -86,6 +86,38 @@ TEST(ViewValues, ConversionsAndCopies) {
 }
 
 
+// Transposes of matrices of at least 64 x 64 take the CPU copy's blocked path (an LSTM's
+// [W_ih^T; W_hh^T] layout); edges that are not multiples of its 32-element tiles, every element
+// size, and a destination with a row stride (cat writes into a narrow of its output). The 40 x 70
+// case stays on the element loop: a control that the two agree.
+TEST(ViewValues, TransposedCopiesReadEveryElement) {
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32}) {
+    for (const std::array<int64_t, 2>& rc : {std::array<int64_t, 2>{130, 70}, {64, 97}, {40, 70}}) {
+      const int64_t r = rc[0], c = rc[1];
+      SCOPED_TRACE(std::to_string(r) + " x " + std::to_string(c));
+      // Integers below 256 are exact in every dtype here.
+      std::vector<double> av, bv;
+      for (int64_t k = 0; k < r * c; ++k) av.push_back(static_cast<double>(k % 251));
+      for (int64_t k = 0; k < 33 * c; ++k) bv.push_back(static_cast<double>(k % 241));
+      Tensor a = tensor(av, {r, c}).to(dtype), b = tensor(bv, {33, c}).to(dtype);
+      std::vector<double> expected_t;
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t i = 0; i < r; ++i) expected_t.push_back(static_cast<double>((i * c + j) % 251));
+      EXPECT_EQ(values(a.t().contiguous()), expected_t) << dtype;
+      std::vector<double> expected_cat = expected_t;
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t i = 0; i < 33; ++i) expected_cat.push_back(static_cast<double>((i * c + j) % 241));
+      Tensor laid_out = cat({a.t(), b.t()}, 1);  // [c, r + 33]: each part has a row stride r + 33
+      std::vector<double> got = values(laid_out), want;
+      for (int64_t j = 0; j < c; ++j) {
+        for (int64_t i = 0; i < r; ++i) want.push_back(expected_t[static_cast<size_t>(j * r + i)]);
+        for (int64_t i = 0; i < 33; ++i) want.push_back(expected_cat[static_cast<size_t>(c * r + j * 33 + i)]);
+      }
+      EXPECT_EQ(got, want) << dtype;
+    }
+  }
+}
+
 TEST(ViewValues, ReshapeOfExpandedAndSizeOneDims) {
   Tensor e = make({1, 2, 3}, {3, 1}).expand({3, 4});
   expect_values(e.reshape({12}), {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3});

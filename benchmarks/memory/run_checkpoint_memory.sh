@@ -6,6 +6,7 @@
 #
 #   bash benchmarks/memory/run_checkpoint_memory.sh                     # lstm_large:64, 2 threads, 3 rounds
 #   bash benchmarks/memory/run_checkpoint_memory.sh --rounds 5 --segments "1 4 16"
+#   bash benchmarks/memory/run_checkpoint_memory.sh --bin /tmp/old/checkpoint_memory   # another build
 #
 # Needs ./build/benchmarks/checkpoint_memory (configure with -DTAPEGRAD_BUILD_BENCHMARKS=ON).
 set -euo pipefail
@@ -16,6 +17,7 @@ threads=2
 rounds=3
 segments="1 2 4 8 16 32"
 budget=3
+bin=./build/benchmarks/checkpoint_memory
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -23,10 +25,10 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --segments) segments=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
-    *) echo "usage: $0 [--config NAME:BATCH] [--threads N] [--rounds N] [--segments \"1 2 4\"] [--budget S]" >&2; exit 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    *) echo "usage: $0 [--config NAME:BATCH] [--threads N] [--rounds N] [--segments \"1 2 4\"] [--budget S] [--bin PATH]" >&2; exit 2 ;;
   esac
 done
-bin=./build/benchmarks/checkpoint_memory
 [ -x "$bin" ] || { echo "build $bin first" >&2; exit 1; }
 export OMP_PROC_BIND=${OMP_PROC_BIND:-close} OMP_PLACES=${OMP_PLACES:-cores}
 out=$(mktemp)

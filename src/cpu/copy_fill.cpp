@@ -1,5 +1,8 @@
 // Copies with dtype conversion, fills, ranges and Philox random fills on the CPU.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "cpu/convert_16bit.h"
 #include "cpu/cpu_kernels.h"
@@ -10,9 +13,62 @@
 
 namespace tapegrad::cpu {
 
+namespace {
+
+// dst[i, j] = src[i, j] where dst's rows are contiguous and src's columns are: a transpose (e.g.
+// an LSTM's [W_ih^T; W_hh^T] laid out once per forward). Element by element, every read of src
+// would touch another cache line; in kTile x kTile blocks each line read is used kTile times.
+// 768 x 2048 floats: about 10 ms -> 1 ms on two threads.
+template <class E>
+void transpose_blocks(const E* src, int64_t src_cs, E* dst, int64_t dst_rs, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  const int64_t row_blocks = (rows + kTile - 1) / kTile;
+  parallel_for(0, row_blocks, std::max<int64_t>(1, kGrainSize / (kTile * std::max<int64_t>(cols, 1))),
+               [&](int64_t b0, int64_t b1) {
+                 for (int64_t i0 = b0 * kTile; i0 < std::min(rows, b1 * kTile); i0 += kTile) {
+                   const int64_t i1 = std::min(rows, i0 + kTile);
+                   for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+                     const int64_t j1 = std::min(cols, j0 + kTile);
+                     for (int64_t i = i0; i < i1; ++i)
+                       for (int64_t j = j0; j < j1; ++j) dst[i * dst_rs + j] = src[i + j * src_cs];
+                   }
+                 }
+               });
+}
+
+bool copy_transposed_2d(const Tensor& src, const Tensor& dst) {
+  constexpr int64_t kMinSide = 64;  // below this the general loop's lines stay in cache anyway
+  if (src.dtype() != dst.dtype() || src.dim() != 2 || dst.dim() != 2 || src.sizes() != dst.sizes()) return false;
+  const int64_t rows = dst.size(0), cols = dst.size(1);
+  if (rows < kMinSide || cols < kMinSide || dst.stride(1) != 1 || src.stride(0) != 1 || src.stride(1) < rows ||
+      dst.stride(0) < cols)
+    return false;
+  // Copies bytes: the same dtype on both sides, so any element type of the same size will do.
+  const int64_t src_cs = src.stride(1), dst_rs = dst.stride(0);
+  switch (dtype_size(dst.dtype())) {
+    case 2:
+      transpose_blocks(static_cast<const uint16_t*>(src.data_ptr()), src_cs, static_cast<uint16_t*>(dst.data_ptr()),
+                       dst_rs, rows, cols);
+      return true;
+    case 4:
+      transpose_blocks(static_cast<const uint32_t*>(src.data_ptr()), src_cs, static_cast<uint32_t*>(dst.data_ptr()),
+                       dst_rs, rows, cols);
+      return true;
+    case 8:
+      transpose_blocks(static_cast<const uint64_t*>(src.data_ptr()), src_cs, static_cast<uint64_t*>(dst.data_ptr()),
+                       dst_rs, rows, cols);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 // Overwrites dst.
 void copy(const Tensor& src, const Tensor& dst) {
   if (copy_16bit_contiguous(src, dst)) return;  // mixed precision's casts, vectorised
+  if (copy_transposed_2d(src, dst)) return;
   dispatch_all(dst.dtype(), "copy", [&](auto dst_tag) {
     using D = typename decltype(dst_tag)::type;
     dispatch_all(src.dtype(), "copy", [&](auto src_tag) {
