@@ -127,13 +127,21 @@ TEST_P(Cpu16BitOps, MatrixProducts) {
     ASSERT_EQ(got_cd.dtype(), GetParam());
     EXPECT_LT((got_cd.to(kFloat64) - want_cd).abs().max().item(), std::ldexp(scale_cd, -8));
   }
-  // More rows than one block of sums (gemm_mixed rounds C block by block), accumulating onto a bias.
-  const Tensor e = randn({700, 64}, {}, &gen).to(GetParam()), f = randn({64, 300}, {}, &gen).to(GetParam());
-  const Tensor row = randn({300}, {}, &gen).to(GetParam());
-  const Tensor want_ef = addmm(row.to(kFloat64), e.to(kFloat64), f.to(kFloat64), 1.0, 0.5);
-  const Tensor got_ef = addmm(row, e, f, 1.0, 0.5);
-  ASSERT_EQ(got_ef.dtype(), GetParam());
-  EXPECT_LT((got_ef.to(kFloat64) - want_ef).abs().max().item(), std::ldexp(want_ef.abs().max().item(), -8));
+  // Many rows, and a depth of more than one of the kernels' depth blocks (the partial sums stay
+  // float32, the last block rounds), accumulating onto a bias.
+  for (int64_t depth : {64, 1100}) {
+    const Tensor e = randn({700, depth}, {}, &gen).to(GetParam()), f = randn({depth, 300}, {}, &gen).to(GetParam());
+    const Tensor row = randn({300}, {}, &gen).to(GetParam());
+    const Tensor want_ef = addmm(row.to(kFloat64), e.to(kFloat64), f.to(kFloat64), 1.0, 0.5);
+    const Tensor got_ef = addmm(row, e, f, 1.0, 0.5);
+    ASSERT_EQ(got_ef.dtype(), GetParam());
+    EXPECT_LT((got_ef.to(kFloat64) - want_ef).abs().max().item(), std::ldexp(want_ef.abs().max().item(), -8)) << depth;
+    // Rounded once: the bf16 result is the float32 product's, rounded (up to the sums' order).
+    const Tensor f32 = addmm(row.to(kFloat32), e.to(kFloat32), f.to(kFloat32), 1.0, 0.5);
+    if (GetParam() == kBFloat16)
+      EXPECT_LT((got_ef.to(kFloat32) - f32.to(kBFloat16).to(kFloat32)).abs().max().item(),
+                std::ldexp(want_ef.abs().max().item(), -7));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Cpu16BitOps, ::testing::Values(kBFloat16, kFloat16),

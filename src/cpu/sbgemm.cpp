@@ -312,12 +312,13 @@ void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_
   };
   const int64_t panels = (n + kNr - 1) / kNr;
   auto run = [&](int64_t begin, int64_t end) {
-    if (amx) {
-      amx::product(m, n, panel_pairs(k), alpha, a16, lda, b.pairs(), beta, c, ldc, begin, end);
+    if (amx) {  // rounds each C tile as it finishes
+      const amx::Bf16Output out{reinterpret_cast<uint16_t*>(rounded.out), rounded.ld};
+      amx::product(m, n, panel_pairs(k), alpha, a16, lda, b.pairs(), beta, c, ldc, begin, end, out);
     } else {
       native_panels(m, alpha, a16, lda, b, beta, c, ldc, begin, end);
+      rounded.columns(m, c, ldc, begin * kNr, std::min(n, end * kNr));  // this thread's, while in its cache
     }
-    rounded.columns(m, c, ldc, begin * kNr, std::min(n, end * kNr));  // this thread's, while in its cache
   };
   const int threads = get_num_threads();
   // AMX does 16 times the work per instruction: split only products that are large for it too.

@@ -36,7 +36,7 @@ namespace tapegrad::cpu::amx {
 
 namespace {
 
-#define TG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f")))
+#define TG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl")))
 
 constexpr long kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an extended state component
 constexpr long kXfeatureXtiledata = 18;     // the tile data state
@@ -76,20 +76,39 @@ constexpr int64_t kPanelColumns = 32;
 constexpr int64_t kPanelRowBytes = kPanelColumns * 2 * 2;  // 32 columns x a pair of bf16
 constexpr int64_t kTileBytes = 64;
 
-// Where a C tile's sums go: straight to C, or through `scratch` and then alpha/beta per element.
+// Where a C tile's sums go: straight to C, or through `scratch` and then alpha/beta per element;
+// with a bf16 output (the last depth block of a rounded product), rounded into it instead of C.
 struct TileTarget {
   float* c;
   int64_t rows, cols;  // the part inside C (up to 16 x 16)
   bool direct;
+  uint16_t* c16;  // null: the sums stay float32 in C
+  int64_t ld16;
 };
 
-TileTarget target(float* c, int64_t ldc, int64_t m, int64_t n, int64_t i, int64_t j, float alpha, float beta) {
+TileTarget target(float* c, int64_t ldc, int64_t m, int64_t n, int64_t i, int64_t j, float alpha, float beta,
+                  const Bf16Output& out) {
   const int64_t rows = std::min<int64_t>(16, m - i), cols = std::min<int64_t>(16, n - j);
-  const bool direct = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && rows == 16 && cols == 16;
-  return {c + i * ldc + j, rows, cols, direct};
+  const bool direct = out.c == nullptr && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && rows == 16 && cols == 16;
+  return {c + i * ldc + j, rows, cols, direct, out.c != nullptr ? out.c + i * out.ld + j : nullptr, out.ld};
 }
 
-// C tile = alpha * scratch + beta * C over its part inside C (beta = 0 never reads C).
+// 16 floats rounded to bf16 as core/half.h rounds them (to nearest even, NaN as 0x7fc0, no flush of
+// denormals), so a rounded product's output has the bits of its float32 result's .to(kBFloat16).
+TG_AMX __m256i round_to_bf16(__m512 x) {
+  constexpr __mmask16 all = 0xFFFF;
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), _mm512_set1_epi32(1));
+  __m512i rounded =
+      _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+  rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
+  return _mm512_maskz_cvtepi32_epi16(all, rounded);
+}
+
+// C tile = alpha * scratch + beta * C over its part inside C (beta = 0 never reads C), written to
+// C, or rounded into the bf16 output.
 TG_AMX void finish_tile(const TileTarget& t, const float* scratch, int64_t ldc, float alpha, float beta) {
   if (t.cols <= 0 || t.rows <= 0) return;
   const __mmask16 mask = static_cast<__mmask16>(t.cols >= 16 ? 0xFFFF : (1u << t.cols) - 1u);
@@ -97,7 +116,11 @@ TG_AMX void finish_tile(const TileTarget& t, const float* scratch, int64_t ldc, 
   for (int64_t r = 0; r < t.rows; ++r) {
     __m512 x = _mm512_mul_ps(va, _mm512_loadu_ps(scratch + r * 16));
     if (beta != 0.0f) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, t.c + r * ldc), x);
-    _mm512_mask_storeu_ps(t.c + r * ldc, mask, x);
+    if (t.c16 != nullptr) {
+      _mm256_mask_storeu_epi16(t.c16 + r * t.ld16, mask, round_to_bf16(x));
+    } else {
+      _mm512_mask_storeu_ps(t.c + r * ldc, mask, x);
+    }
   }
 }
 
@@ -118,11 +141,12 @@ TG_AMX void finish_tile(const TileTarget& t, const float* scratch, int64_t ldc, 
 
 // Rows [i, i + 32) by the 32 columns of one panel: C tiles 0-3, A tiles 4-5, B tiles 6-7.
 TG_AMX void block_32x32(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda,
-                        const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j) {
+                        const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j,
+                        const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t00 = target(c, ldc, m, n, i, j, alpha, beta), t01 = target(c, ldc, m, n, i, j + 16, alpha, beta);
-  const TileTarget t10 = target(c, ldc, m, n, i + 16, j, alpha, beta),
-                   t11 = target(c, ldc, m, n, i + 16, j + 16, alpha, beta);
+  const TileTarget t00 = target(c, ldc, m, n, i, j, alpha, beta, out), t01 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
+  const TileTarget t10 = target(c, ldc, m, n, i + 16, j, alpha, beta, out),
+                   t11 = target(c, ldc, m, n, i + 16, j + 16, alpha, beta, out);
   TG_TILE_START(0, t00)
   TG_TILE_START(1, t01)
   TG_TILE_START(2, t10)
@@ -150,11 +174,11 @@ TG_AMX void block_32x32(int64_t m, int64_t n, int64_t pairs, float alpha, const 
 // Rows [i, i + 16) by two panels (64 columns): C tiles 0-3, A tile 4, B tiles 5-7.
 TG_AMX void block_16x64(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda,
                         const uint16_t* panel0, const uint16_t* panel1, float beta, float* c, int64_t ldc, int64_t i,
-                        int64_t j) {
+                        int64_t j, const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta);
-  const TileTarget t2 = target(c, ldc, m, n, i, j + 32, alpha, beta),
-                   t3 = target(c, ldc, m, n, i, j + 48, alpha, beta);
+  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
+  const TileTarget t2 = target(c, ldc, m, n, i, j + 32, alpha, beta, out),
+                   t3 = target(c, ldc, m, n, i, j + 48, alpha, beta, out);
   TG_TILE_START(0, t0)
   TG_TILE_START(1, t1)
   TG_TILE_START(2, t2)
@@ -182,9 +206,10 @@ TG_AMX void block_16x64(int64_t m, int64_t n, int64_t pairs, float alpha, const 
 
 // Rows [i, i + 16) by one panel (the odd last one): C tiles 0-1, A tile 4, B tiles 6-7.
 TG_AMX void block_16x32(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda,
-                        const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j) {
+                        const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j,
+                        const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta);
+  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
   TG_TILE_START(0, t0)
   TG_TILE_START(1, t1)
   const int64_t a_stride = lda * 2;
@@ -213,12 +238,13 @@ constexpr int64_t kBlockPanels = 16;
 
 TG_AMX void run_panels(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda,
                        const uint16_t* panels, float beta, float* c, int64_t ldc, int64_t panel_begin,
-                       int64_t panel_end) {
+                       int64_t panel_end, const Bf16Output& rounded) {
   configure_tiles();
   const int64_t panel_values = pairs * 2 * kPanelColumns;
   for (int64_t p0 = 0; p0 < pairs; p0 += kBlockPairs) {
     const int64_t depth = std::min(kBlockPairs, pairs - p0);
     const float beta_block = p0 == 0 ? beta : 1.0f;  // later depth blocks add to what the first wrote
+    const Bf16Output out = p0 + kBlockPairs >= pairs ? rounded : Bf16Output{};  // the last one rounds
     const uint16_t* a_block = a + 2 * p0;
     const uint16_t* b_block = panels + p0 * 2 * kPanelColumns;
     for (int64_t q0 = panel_begin; q0 < panel_end; q0 += kBlockPanels) {
@@ -227,15 +253,15 @@ TG_AMX void run_panels(int64_t m, int64_t n, int64_t pairs, float alpha, const u
       for (; i + 32 <= m; i += 32)
         for (int64_t jp = q0; jp < q1; ++jp)
           block_32x32(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, beta_block, c, ldc, i,
-                      jp * kPanelColumns);
+                      jp * kPanelColumns, out);
       for (; i < m; i += 16) {
         int64_t jp = q0;
         for (; jp + 2 <= q1; jp += 2)
           block_16x64(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values,
-                      b_block + (jp + 1) * panel_values, beta_block, c, ldc, i, jp * kPanelColumns);
+                      b_block + (jp + 1) * panel_values, beta_block, c, ldc, i, jp * kPanelColumns, out);
         if (jp < q1)
           block_16x32(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, beta_block, c, ldc, i,
-                      jp * kPanelColumns);
+                      jp * kPanelColumns, out);
       }
     }
   }
@@ -250,8 +276,8 @@ bool available() {
 }
 
 void product(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda, const uint16_t* panels,
-             float beta, float* c, int64_t ldc, int64_t panel_begin, int64_t panel_end) {
-  run_panels(m, n, pairs, alpha, a, lda, panels, beta, c, ldc, panel_begin, panel_end);
+             float beta, float* c, int64_t ldc, int64_t panel_begin, int64_t panel_end, const Bf16Output& rounded) {
+  run_panels(m, n, pairs, alpha, a, lda, panels, beta, c, ldc, panel_begin, panel_end, rounded);
 }
 
 #else  // no AMX in this build
@@ -259,7 +285,7 @@ void product(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a
 bool available() { return false; }
 
 void product(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, float, float*, int64_t,
-             int64_t, int64_t) {}
+             int64_t, int64_t, const Bf16Output&) {}
 
 #endif
 
