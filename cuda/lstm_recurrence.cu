@@ -145,7 +145,7 @@ struct BackwardArgs {
   const T* gates;  // activations [T, B, 4H]
   const T* w_hh;   // [4H, H]
   const T *c0, *c_all;
-  const T* grad_h;  // [T, B, H] with strides gs0, gs1, gs2
+  const T* grad_h;  // [T, B, H] with strides gs0, gs1, gs2; null: zeros
   int64_t gs0, gs1, gs2;
   T *dh, *dc;      // [B, H], in place
   T* dgates;       // [T, B, 4H]
@@ -185,7 +185,8 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_backward_k
     // The cell for this block's units. dh holds the gradient of h_t from step t + 1's product.
     for (int64_t i = tid; i < B * own; i += blockDim.x) {
       const int64_t b = i / own, u = i - b * own, j = j0 + u, at = b * H + j;
-      const A dh_total = convert<A>(p.dh[at]) + convert<A>(p.grad_h[t * p.gs0 + b * p.gs1 + j * p.gs2]);
+      const A dh_total =
+          convert<A>(p.dh[at]) + (p.grad_h != nullptr ? convert<A>(p.grad_h[t * p.gs0 + b * p.gs1 + j * p.gs2]) : A(0));
       T* dz = dz_t + b * width + j;
       if (!row_active(p.lengths, b, t)) {  // state passed through: so do dh and dc
         for (int q = 0; q < 4; ++q) dz[q * H] = convert<T>(A(0));
@@ -270,7 +271,7 @@ __global__ void lstm_step_forward_kernel(T* gates, const T* bias, const T* h_pre
   }
 }
 
-// Adds step t's output gradient (any strides) to dh, then the cell backward of lstm.cu's kernel.
+// Adds step t's output gradient (any strides; null: zeros) to dh, then the cell backward of lstm.cu's kernel.
 template <class T>
 __global__ void lstm_step_backward_kernel(const T* gates, const T* c_prev, const T* c_new, const T* grad_h_t,
                                           int64_t gs1, int64_t gs2, T* dh, T* dc, T* dgates, const int64_t* lengths,
@@ -278,7 +279,7 @@ __global__ void lstm_step_backward_kernel(const T* gates, const T* c_prev, const
   using A = Acc<T>;
   TG_GRID_STRIDE_LOOP(idx, batch * hidden) {
     const int64_t row = idx / hidden, j = idx - row * hidden, gate = row * 4 * hidden + j;
-    const A dh_total = convert<A>(dh[idx]) + convert<A>(grad_h_t[row * gs1 + j * gs2]);
+    const A dh_total = convert<A>(dh[idx]) + (grad_h_t != nullptr ? convert<A>(grad_h_t[row * gs1 + j * gs2]) : A(0));
     T* dz = dgates + gate;
     if (!row_active(lengths, row, t)) {
       for (int q = 0; q < 4; ++q) dz[q * hidden] = convert<T>(A(0));
@@ -463,7 +464,9 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     return;
   }
   const DType dtype = gates.dtype();
-  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  const bool has_output_grad = grad_h_all.defined();
+  const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
+                gs2 = has_output_grad ? grad_h_all.stride(2) : 0;
   bool done = false;
   if (batch <= kPersistentMaxBatch && persistent_types(dtype, products)) {
     dispatch_floating(dtype, op, [&](auto tag) {
@@ -472,7 +475,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
                         static_cast<const T*>(w_hh.data_ptr()),
                         static_cast<const T*>(c0.data_ptr()),
                         static_cast<const T*>(c_all.data_ptr()),
-                        static_cast<const T*>(grad_h_all.data_ptr()),
+                        has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr,
                         gs0,
                         gs1,
                         gs2,
@@ -497,14 +500,15 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
   auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
   dispatch_floating_and_half(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    const T* g = has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr;
     for (int64_t s = steps - 1; s >= 0; --s) {
       const int64_t t = time(s);
       const Tensor c_prev = s == 0 ? c0 : c_all.select(0, time(s - 1));
       const Tensor dz = dgates.select(0, t);
       TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_backward_kernel<T>)
       (static_cast<const T*>(gates.select(0, t).data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
-       static_cast<const T*>(c_all.select(0, t).data_ptr()), g + t * gs0, gs1, gs2, static_cast<T*>(dh.data_ptr()),
+       static_cast<const T*>(c_all.select(0, t).data_ptr()), g != nullptr ? g + t * gs0 : nullptr, gs1, gs2,
+       static_cast<T*>(dh.data_ptr()),
        static_cast<T*>(dc.data_ptr()), static_cast<T*>(dz.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
       TG_CUDA_CHECK_LAUNCH(op);
       gemm_products(dz, w_hh, dh, 1.0, products);  // dh_{t-1} += dgates[t] W_hh

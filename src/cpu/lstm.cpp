@@ -270,20 +270,22 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
   const PackedBf16Matrix w_hh_bf16 = bf16 ? PackedBf16Matrix(static_cast<const float*>(w_hh.data_ptr()), hidden, 1,
                                                              width, hidden)
                                           : PackedBf16Matrix();
-  // The incoming output gradient may be any view (a broadcast zero when the sequence is unused).
-  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  // The incoming output gradient may be any view, or undefined (zeros) when the sequence is unused.
+  const bool has_output_grad = grad_h_all.defined();
+  const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
+                gs2 = has_output_grad ? grad_h_all.stride(2) : 0;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* a = static_cast<const T*>(gates.data_ptr());
     const T* w = static_cast<const T*>(w_hh.data_ptr());
     const T* c = static_cast<const T*>(c_all.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
-    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    const T* g = has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr;
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
-    // The engine's zero gradient for an unused output is one broadcast element.
-    const bool output_grad_is_zero = gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0);
+    // Or a zero broadcast from one element.
+    const bool output_grad_is_zero = g == nullptr || (gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0));
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
@@ -295,7 +297,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
-        const T* gt = g + t * gs0;
+        const T* gt = output_grad_is_zero ? nullptr : g + t * gs0;
         if (output_grad_is_zero) {
           // nothing to add: the output sequence was unused (a classifier reading h_n)
         } else if (gs2 == 1) {

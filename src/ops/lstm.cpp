@@ -186,15 +186,21 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
              auto add_kernel = TG_KERNEL(dev, binary);
              auto copy_kernel = TG_KERNEL(dev, copy);
-             // Read through its strides: when the output sequence is unused, the engine passes a
-             // broadcast zero, and nothing of size [T, B, H] is materialised for it.
-             Tensor g_out = grads[0].dtype() == dt ? grads[0] : grads[0].to(dt);
-             if (smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
+             // An output nothing used arrives undefined (recorded with materialize_grads = false)
+             // and reads as zeros. g_out is read through its strides.
+             Tensor g_out = grads[0];
+             if (g_out.defined() && g_out.dtype() != dt) g_out = g_out.to(dt);
+             if (g_out.defined() && smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
              // Running state gradients, updated in place: fresh buffers, never the incoming tensors.
              Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
              if (dh.numel() > 0) {
-               copy_kernel(grads[1], dh);
-               copy_kernel(grads[2], dc);
+               for (int k : {1, 2}) {
+                 const Tensor& state_grad = k == 1 ? dh : dc;
+                 if (grads[k].defined())
+                   copy_kernel(grads[k], state_grad);
+                 else
+                   TG_KERNEL(dev, fill)(state_grad, 0.0);
+               }
              }
              Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
              auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
@@ -206,6 +212,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, db, lens_, reverse,
                           products);
              } else {
+               if (!g_out.defined()) g_out = zeros({}, TensorOptions(dt).device(dev)).expand({steps, batch, hidden});
                TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
                for (int64_t s = steps - 1; s >= 0; --s) {
                  const int64_t t = time(s);
@@ -245,7 +252,8 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              if ((need_b_ih || need_b_hh) && !db.defined()) db = column_sum(dg2);
              return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh,
                                         need_b_ih ? db : Tensor(), need_b_hh ? db : Tensor()};
-           });
+           },
+           /*materialize_grads=*/false);
   }
   return out;
 }
