@@ -67,12 +67,14 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
                        const Tensor& c_new, const Tensor& lengths, int64_t t);
 void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
                         const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t);
-void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
-                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
-                             const Tensor& lengths, bool reverse, DType products);
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                             const Tensor& b_hh, const Tensor& h0, const Tensor& c0, const Tensor& gates,
+                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse,
+                             DType products);
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
-                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products);
+                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products);
 
 // optim.cpp
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);
