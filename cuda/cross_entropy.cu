@@ -1,11 +1,11 @@
 // Fused cross-entropy over logits [N, C] (contiguous) and int64 targets [N]: the forward is one
 // kernel (a warp or a block per row computes max, logsumexp and the loss with label smoothing),
-// the backward one elementwise kernel. A sum or mean is reduced on the device, counting the rows
-// not ignored itself: inside the same kernel when its grid is one block, else in one more
-// single-block kernel; the backward divides by that count itself. Rows whose target is ignore_index get loss 0 and a zero
-// gradient. A target outside [0, C) is not read through: it is reported on the device (Note
-// [deferred checks]) and gives a NaN loss. 16-bit floats compute in float. The formulas are math/cross_entropy.h, shared with
-// the CPU backend.
+// the backward one elementwise kernel. A sum or mean is reduced on the device, the kernel counting
+// the rows not ignored itself: inside the row kernel when its grid is one block, else in one more
+// single-block kernel; the backward divides by that count itself. Rows whose target is
+// ignore_index get loss 0 and a zero gradient. A target outside [0, C) is not read through: it is
+// reported on the device (Note [deferred checks]) and gives a NaN loss. 16-bit floats compute in
+// float. The formulas are math/cross_entropy.h, shared with the CPU backend.
 #include <cstdint>
 #include <limits>
 
