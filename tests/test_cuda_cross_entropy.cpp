@@ -235,13 +235,14 @@ TEST(CrossEntropyReduced, CudaMeanLaunches) {
     Tensor loss = cross_entropy(z, t, options(Reduction::Mean));
     const cuda::Counters forward = cuda::counters() - before;
     EXPECT_EQ(forward.launches, size.rows <= 8 ? 1u : 2u) << size.rows;
-    EXPECT_EQ(forward.host_syncs, 0u);
+    // Without the caching allocator (the sanitizer runs) every free is a synchronising cudaFree.
+    if (cuda::caching_allocator_enabled()) EXPECT_EQ(forward.host_syncs, 0u);
     Tensor seed = ones({}, TensorOptions(kFloat32).device(kCUDA));
     const cuda::Counters before_backward = cuda::counters();
     loss.backward(seed);
     const cuda::Counters backward = cuda::counters() - before_backward;
     EXPECT_EQ(backward.launches, 1u) << size.rows;
-    EXPECT_EQ(backward.host_syncs, 0u);
+    if (cuda::caching_allocator_enabled()) EXPECT_EQ(backward.host_syncs, 0u);
     // Negative control: the mean composed by hand from the per-row losses costs launches of its own.
     const cuda::Counters before_composed = cuda::counters();
     Tensor composed = div(sum(cross_entropy(z.detach(), t, options(Reduction::None))), 7.0);
