@@ -109,7 +109,14 @@ void DeferredErrorRead::raise_if_failed() {
     std::lock_guard<std::mutex> lock(g_mutex);
     failed = settle(checks_of(device_), record, stream_, /*device_wide=*/false);
   }
-  if (failed) raise(record);
+  if (failed) {
+    // The record's clearing is queued on stream_: wait for it (on this error path only, as
+    // raise_device_errors does), so it cannot land after a later launch on another stream has
+    // reported into the record and erase that report.
+    cuda::note_host_sync();
+    TG_CUDA_CHECK(cudaStreamSynchronize(stream_), "deferred device checks");
+    raise(record);
+  }
 }
 
 void raise_device_errors(int device, bool device_wide) {

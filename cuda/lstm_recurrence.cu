@@ -46,6 +46,12 @@ __device__ __forceinline__ bool row_active(const int64_t* lengths, int64_t row, 
   return lengths == nullptr || t < lengths[row];
 }
 
+// b_ih + b_hh at gate column i (either may be null: none), added in that order as the CPU does.
+template <class A, class T>
+__device__ __forceinline__ A bias_at(const T* b_ih, const T* b_hh, int64_t i) {
+  return (b_ih != nullptr ? convert<A>(b_ih[i]) : A(0)) + (b_hh != nullptr ? convert<A>(b_hh[i]) : A(0));
+}
+
 template <class A>
 __device__ __forceinline__ A warp_sum(A v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -56,8 +62,8 @@ __device__ __forceinline__ A warp_sum(A v) {
 // (T, or __nv_bfloat16 for bf16 products, summed in float).
 template <class T>
 struct ForwardArgs {
-  const T* w_hh_t;  // rows I.. of w_t: W_hh^T [H, 4H], row stride 4H
-  const T* bias;    // [4H] or null
+  const T* w_hh;    // [4H, H]
+  const T *b_ih, *b_hh;  // [4H] each, or null
   const T *h0, *c0; // [B, H]
   T* gates;         // [T, B, 4H]: the input projections in, the activations out
   T *h_all, *c_all; // [T, B, H]
@@ -80,11 +86,11 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_forward_ke
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   TG_DYNAMIC_SHARED(unsigned char, shared);
   A* z_s = reinterpret_cast<A*>(shared);
-  W* w_s = reinterpret_cast<W*>(z_s + B * cols);  // column q U + u: W_hh^T[:, q H + j0 + u]
+  W* w_s = reinterpret_cast<W*>(z_s + B * cols);  // column q U + u: W_hh^T[:, q H + j0 + u], a row of W_hh
   W* h_s = w_s + cols * H;
-  for (int64_t i = tid; i < cols * H; i += blockDim.x) {
-    const int64_t u = i % U, q = (i / U) % 4, k = i / cols;
-    w_s[(q * U + u) * H + k] = convert<W>(u < own ? convert<A>(p.w_hh_t[k * width + q * H + j0 + u]) : A(0));
+  for (int64_t i = tid; i < cols * H; i += blockDim.x) {  // k fastest: W_hh's rows read in order
+    const int64_t k = i % H, col = i / H, q = col / U, u = col % U;
+    w_s[col * H + k] = convert<W>(u < own ? convert<A>(p.w_hh[(q * H + j0 + u) * H + k]) : A(0));
   }
   cg::grid_group grid = cg::this_grid();
   for (int64_t s = 0; s < p.steps; ++s) {
@@ -129,7 +135,7 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_forward_ke
       }
       A g[4];
       for (int q = 0; q < 4; ++q)
-        g[q] = convert<A>(z[q * H]) + z_s[b * cols + q * U + u] + (p.bias != nullptr ? convert<A>(p.bias[q * H + j]) : A(0));
+        g[q] = convert<A>(z[q * H]) + z_s[b * cols + q * U + u] + bias_at<A>(p.b_ih, p.b_hh, q * H + j);
       A c, h;
       math::lstm_cell_forward<A>(g[0], g[1], g[2], g[3], convert<A>(c_prev[at]), &c, &h);
       for (int q = 0; q < 4; ++q) z[q * H] = convert<T>(g[q]);
@@ -145,11 +151,13 @@ struct BackwardArgs {
   const T* gates;  // activations [T, B, 4H]
   const T* w_hh;   // [4H, H]
   const T *c0, *c_all;
-  const T* grad_h;  // [T, B, H] with strides gs0, gs1, gs2
+  const T* grad_h;  // [T, B, H] with strides gs0, gs1, gs2; null: zeros
   int64_t gs0, gs1, gs2;
-  T *dh, *dc;      // [B, H], in place
+  const T *grad_h_n, *grad_c_n;  // [B, H] with strides (hs0, hs1), (cs0, cs1); null: zeros
+  int64_t hs0, hs1, cs0, cs1;
+  T *dh, *dc;      // [B, H]: start as grad_h_n, grad_c_n, end as the gradients of h0, c0
   T* dgates;       // [T, B, 4H]
-  T* grad_bias;    // [4H] or null
+  T *grad_b_ih, *grad_b_hh;  // [4H] each, or null
   const int64_t* lengths;
   int64_t steps, batch, hidden, units;
   bool reverse;
@@ -174,6 +182,13 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_backward_k
     const int64_t u = i % U, c = i / U;
     w_s[u * width + c] = convert<W>(u < own ? convert<A>(p.w_hh[c * H + j0 + u]) : A(0));
   }
+  // The running state gradients of this block's units start as the last state's: only this block
+  // reads or writes them, so no grid barrier is needed.
+  for (int64_t i = tid; i < B * own; i += blockDim.x) {
+    const int64_t b = i / own, j = j0 + i - b * own;
+    p.dh[b * H + j] = p.grad_h_n != nullptr ? p.grad_h_n[b * p.hs0 + j * p.hs1] : convert<T>(A(0));
+    p.dc[b * H + j] = p.grad_c_n != nullptr ? p.grad_c_n[b * p.cs0 + j * p.cs1] : convert<T>(A(0));
+  }
   __syncthreads();
   cg::grid_group grid = cg::this_grid();
   for (int64_t s = p.steps - 1; s >= 0; --s) {
@@ -185,7 +200,8 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_backward_k
     // The cell for this block's units. dh holds the gradient of h_t from step t + 1's product.
     for (int64_t i = tid; i < B * own; i += blockDim.x) {
       const int64_t b = i / own, u = i - b * own, j = j0 + u, at = b * H + j;
-      const A dh_total = convert<A>(p.dh[at]) + convert<A>(p.grad_h[t * p.gs0 + b * p.gs1 + j * p.gs2]);
+      const A dh_total =
+          convert<A>(p.dh[at]) + (p.grad_h != nullptr ? convert<A>(p.grad_h[t * p.gs0 + b * p.gs1 + j * p.gs2]) : A(0));
       T* dz = dz_t + b * width + j;
       if (!row_active(p.lengths, b, t)) {  // state passed through: so do dh and dc
         for (int q = 0; q < 4; ++q) dz[q * H] = convert<T>(A(0));
@@ -232,23 +248,26 @@ __global__ void __launch_bounds__(kPersistentThreads) lstm_persistent_backward_k
       __syncthreads();
     }
   }
-  // The bias gradient of this block's columns: every step's dgates there were written by this block.
-  if (p.grad_bias != nullptr) {
+  // The bias gradient of this block's columns (b_ih's and b_hh's are the same): every step's
+  // dgates there were written by this block.
+  if (p.grad_b_ih != nullptr || p.grad_b_hh != nullptr) {
     for (int64_t i = tid; i < 4 * own; i += blockDim.x) {
       const int64_t col = (i / own) * H + j0 + i % own;
       double sum = 0;  // T * B terms, in double like the CPU's sums
       for (int64_t r = 0; r < p.steps * B; ++r) sum += static_cast<double>(convert<A>(p.dgates[r * width + col]));
-      p.grad_bias[col] = convert<T>(sum);
+      if (p.grad_b_ih != nullptr) p.grad_b_ih[col] = convert<T>(sum);
+      if (p.grad_b_hh != nullptr) p.grad_b_hh[col] = convert<T>(sum);
     }
   }
 }
 
 // ---- The per-step path: one GEMM and one fused cell launch per step. ----
 
-// gates [B, 4H] holds the projections plus the recurrent product; adds the bias, activates.
+// gates [B, 4H] holds the projections plus the recurrent product; adds the biases, activates.
 template <class T>
-__global__ void lstm_step_forward_kernel(T* gates, const T* bias, const T* h_prev, const T* c_prev, T* h_new,
-                                         T* c_new, const int64_t* lengths, int64_t t, int64_t batch, int64_t hidden) {
+__global__ void lstm_step_forward_kernel(T* gates, const T* b_ih, const T* b_hh, const T* h_prev, const T* c_prev,
+                                         T* h_new, T* c_new, const int64_t* lengths, int64_t t, int64_t batch,
+                                         int64_t hidden) {
   using A = Acc<T>;
   TG_GRID_STRIDE_LOOP(idx, batch * hidden) {
     const int64_t row = idx / hidden, j = idx - row * hidden;
@@ -260,8 +279,7 @@ __global__ void lstm_step_forward_kernel(T* gates, const T* bias, const T* h_pre
       continue;
     }
     A g[4];
-    for (int q = 0; q < 4; ++q)
-      g[q] = convert<A>(z[q * hidden]) + (bias != nullptr ? convert<A>(bias[q * hidden + j]) : A(0));
+    for (int q = 0; q < 4; ++q) g[q] = convert<A>(z[q * hidden]) + bias_at<A>(b_ih, b_hh, q * hidden + j);
     A c, h;
     math::lstm_cell_forward<A>(g[0], g[1], g[2], g[3], convert<A>(c_prev[idx]), &c, &h);
     for (int q = 0; q < 4; ++q) z[q * hidden] = convert<T>(g[q]);
@@ -270,23 +288,42 @@ __global__ void lstm_step_forward_kernel(T* gates, const T* bias, const T* h_pre
   }
 }
 
-// Adds step t's output gradient (any strides) to dh, then the cell backward of lstm.cu's kernel.
+// The last state's gradients (null: zeros) and their strides, which the first step of the
+// backward reads in place of dh and dc.
+template <class T>
+struct LastStateGrads {
+  const T *h, *c;
+  int64_t hs0, hs1, cs0, cs1;
+};
+
+// Adds step t's output gradient (any strides; null: zeros) to dh, then the cell backward of
+// lstm.cu's kernel. With `first` (the backward's first step) the running dh and dc are read from
+// `last` instead; both are written either way.
 template <class T>
 __global__ void lstm_step_backward_kernel(const T* gates, const T* c_prev, const T* c_new, const T* grad_h_t,
-                                          int64_t gs1, int64_t gs2, T* dh, T* dc, T* dgates, const int64_t* lengths,
-                                          int64_t t, int64_t batch, int64_t hidden) {
+                                          int64_t gs1, int64_t gs2, LastStateGrads<T> last, bool first, T* dh, T* dc,
+                                          T* dgates, const int64_t* lengths, int64_t t, int64_t batch, int64_t hidden) {
   using A = Acc<T>;
   TG_GRID_STRIDE_LOOP(idx, batch * hidden) {
     const int64_t row = idx / hidden, j = idx - row * hidden, gate = row * 4 * hidden + j;
-    const A dh_total = convert<A>(dh[idx]) + convert<A>(grad_h_t[row * gs1 + j * gs2]);
+    A dh_in, dc_in;
+    if (first) {
+      dh_in = last.h != nullptr ? convert<A>(last.h[row * last.hs0 + j * last.hs1]) : A(0);
+      dc_in = last.c != nullptr ? convert<A>(last.c[row * last.cs0 + j * last.cs1]) : A(0);
+    } else {
+      dh_in = convert<A>(dh[idx]);
+      dc_in = convert<A>(dc[idx]);
+    }
+    const A dh_total = dh_in + (grad_h_t != nullptr ? convert<A>(grad_h_t[row * gs1 + j * gs2]) : A(0));
     T* dz = dgates + gate;
     if (!row_active(lengths, row, t)) {
       for (int q = 0; q < 4; ++q) dz[q * hidden] = convert<T>(A(0));
       dh[idx] = convert<T>(dh_total);
+      dc[idx] = convert<T>(dc_in);
       continue;
     }
     const T* a = gates + gate;
-    A dc_acc = convert<A>(dc[idx]), dzi, dzf, dzg, dzo;
+    A dc_acc = dc_in, dzi, dzf, dzg, dzo;
     math::lstm_cell_backward<A>(convert<A>(a[0]), convert<A>(a[hidden]), convert<A>(a[2 * hidden]),
                                 convert<A>(a[3 * hidden]), convert<A>(c_prev[idx]), convert<A>(c_new[idx]), dh_total,
                                 &dc_acc, &dzi, &dzf, &dzg, &dzo);
@@ -299,13 +336,15 @@ __global__ void lstm_step_backward_kernel(const T* gates, const T* c_prev, const
   }
 }
 
-// out[c] = sum over rows of m[r][c], m [rows, cols] contiguous; one thread per column, in double.
+// out[c] and out2[c] (each unless null) = sum over rows of m[r][c], m [rows, cols] contiguous;
+// one thread per column, in double.
 template <class T>
-__global__ void column_sum_kernel(const T* m, T* out, int64_t rows, int64_t cols) {
+__global__ void column_sum_kernel(const T* m, T* out, T* out2, int64_t rows, int64_t cols) {
   TG_GRID_STRIDE_LOOP(c, cols) {
     double sum = 0;
     for (int64_t r = 0; r < rows; ++r) sum += static_cast<double>(convert<Acc<T>>(m[r * cols + c]));
-    out[c] = convert<T>(sum);
+    if (out != nullptr) out[c] = convert<T>(sum);
+    if (out2 != nullptr) out2[c] = convert<T>(sum);
   }
 }
 
@@ -313,6 +352,15 @@ __global__ void column_sum_kernel(const T* m, T* out, int64_t rows, int64_t cols
 
 const int64_t* lengths_ptr(const Tensor& lengths) {
   return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
+}
+
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mutable_data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 // out = a @ b + beta * out with the step products in `products` (the slot's contract).
@@ -390,28 +438,31 @@ bool backward_persistent(const BackwardArgs<T>& args) {
   return true;
 }
 
-void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
-                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
-                             const Tensor& lengths, bool reverse, DType products) {
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                             const Tensor& b_hh, const Tensor& h0, const Tensor& c0, const Tensor& gates,
+                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse,
+                             DType products) {
   const char* op = "lstm_recurrence_forward";
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1), input = x.size(2);
   if (steps == 0 || batch == 0 || hidden == 0) return;
   const Device device = gates.device();
   cuda::DeviceGuard guard(device);
-  // Every step's input projection in one GEMM; the bias is added by the cell.
+  // Every step's input projection in one GEMM (W_ih read transposed where it is); the biases are
+  // added by the cell.
   Tensor gates_2d = gates.view({steps * batch, 4 * hidden});
   if (input == 0) {
     TG_KERNEL(device, fill)(gates_2d, 0.0);
   } else {
-    gemm_products(x.view({steps * batch, input}), w_t.narrow(0, 0, input), gates_2d, 0.0, products);
+    gemm_products(x.view({steps * batch, input}), w_ih.t(), gates_2d, 0.0, products);
   }
   const DType dtype = gates.dtype();
   bool done = false;
   if (batch <= kPersistentMaxBatch && persistent_types(dtype, products)) {
     dispatch_floating(dtype, op, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      ForwardArgs<T> a{static_cast<const T*>(w_t.data_ptr()) + input * 4 * hidden,
-                       bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr,
+      ForwardArgs<T> a{static_cast<const T*>(w_hh.data_ptr()),
+                       data_or_null<T>(b_ih),
+                       data_or_null<T>(b_hh),
                        static_cast<const T*>(h0.data_ptr()),
                        static_cast<const T*>(c0.data_ptr()),
                        static_cast<T*>(gates.data_ptr()),
@@ -432,7 +483,7 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
   }
   if (done) return;
   // Per step: the recurrent product onto the projection, then the cell.
-  const Tensor w_hh_t = w_t.narrow(0, input, hidden);
+  const Tensor w_hh_t = w_hh.t();
   auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
   dispatch_floating_and_half(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -443,7 +494,7 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
       const Tensor z = gates.select(0, t), h_new = h_all.select(0, t), c_new = c_all.select(0, t);
       gemm_products(h_prev, w_hh_t, z, 1.0, products);
       TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_forward_kernel<T>)
-      (static_cast<T*>(z.data_ptr()), bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr,
+      (static_cast<T*>(z.data_ptr()), data_or_null<T>(b_ih), data_or_null<T>(b_hh),
        static_cast<const T*>(h_prev.data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
        static_cast<T*>(h_new.data_ptr()), static_cast<T*>(c_new.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
       TG_CUDA_CHECK_LAUNCH(op);
@@ -452,18 +503,30 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
 }
 
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
-                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products) {
+                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products) {
   const char* op = "lstm_recurrence_backward";
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
   const Device device = gates.device();
   cuda::DeviceGuard guard(device);
-  if (steps == 0 || batch == 0 || hidden == 0) {
-    if (grad_bias.defined() && grad_bias.numel() > 0) TG_KERNEL(device, fill)(grad_bias, 0.0);
+  if (steps == 0 || batch == 0 || hidden == 0) {  // no step: the state gradients pass through
+    for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh})
+      if (grad_bias->defined() && grad_bias->numel() > 0) TG_KERNEL(device, fill)(*grad_bias, 0.0);
+    const std::pair<const Tensor*, const Tensor*> states[] = {{&grad_h_n, &dh}, {&grad_c_n, &dc}};
+    for (const auto& [from, to] : states) {
+      if (to->numel() == 0) continue;
+      if (from->defined())
+        TG_KERNEL(device, copy)(*from, *to);
+      else
+        TG_KERNEL(device, fill)(*to, 0.0);
+    }
     return;
   }
   const DType dtype = gates.dtype();
-  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  const bool has_output_grad = grad_h_all.defined();
+  const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
+                gs2 = has_output_grad ? grad_h_all.stride(2) : 0;
   bool done = false;
   if (batch <= kPersistentMaxBatch && persistent_types(dtype, products)) {
     dispatch_floating(dtype, op, [&](auto tag) {
@@ -472,14 +535,21 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
                         static_cast<const T*>(w_hh.data_ptr()),
                         static_cast<const T*>(c0.data_ptr()),
                         static_cast<const T*>(c_all.data_ptr()),
-                        static_cast<const T*>(grad_h_all.data_ptr()),
+                        has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr,
                         gs0,
                         gs1,
                         gs2,
+                        data_or_null<T>(grad_h_n),
+                        data_or_null<T>(grad_c_n),
+                        grad_h_n.defined() ? grad_h_n.stride(0) : 0,
+                        grad_h_n.defined() ? grad_h_n.stride(1) : 0,
+                        grad_c_n.defined() ? grad_c_n.stride(0) : 0,
+                        grad_c_n.defined() ? grad_c_n.stride(1) : 0,
                         static_cast<T*>(dh.data_ptr()),
                         static_cast<T*>(dc.data_ptr()),
                         static_cast<T*>(dgates.data_ptr()),
-                        grad_bias.defined() ? static_cast<T*>(grad_bias.data_ptr()) : nullptr,
+                        mutable_data_or_null<T>(grad_b_ih),
+                        mutable_data_or_null<T>(grad_b_hh),
                         lengths_ptr(lengths),
                         steps,
                         batch,
@@ -497,21 +567,29 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
   auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
   dispatch_floating_and_half(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    const T* g = has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr;
+    const LastStateGrads<T> last{data_or_null<T>(grad_h_n),
+                                 data_or_null<T>(grad_c_n),
+                                 grad_h_n.defined() ? grad_h_n.stride(0) : 0,
+                                 grad_h_n.defined() ? grad_h_n.stride(1) : 0,
+                                 grad_c_n.defined() ? grad_c_n.stride(0) : 0,
+                                 grad_c_n.defined() ? grad_c_n.stride(1) : 0};
     for (int64_t s = steps - 1; s >= 0; --s) {
       const int64_t t = time(s);
       const Tensor c_prev = s == 0 ? c0 : c_all.select(0, time(s - 1));
       const Tensor dz = dgates.select(0, t);
       TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_backward_kernel<T>)
       (static_cast<const T*>(gates.select(0, t).data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
-       static_cast<const T*>(c_all.select(0, t).data_ptr()), g + t * gs0, gs1, gs2, static_cast<T*>(dh.data_ptr()),
+       static_cast<const T*>(c_all.select(0, t).data_ptr()), g != nullptr ? g + t * gs0 : nullptr, gs1, gs2, last,
+       s == steps - 1, static_cast<T*>(dh.data_ptr()),
        static_cast<T*>(dc.data_ptr()), static_cast<T*>(dz.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
       TG_CUDA_CHECK_LAUNCH(op);
       gemm_products(dz, w_hh, dh, 1.0, products);  // dh_{t-1} += dgates[t] W_hh
     }
-    if (grad_bias.defined()) {
+    if (grad_b_ih.defined() || grad_b_hh.defined()) {
       TG_LAUNCH_KERNEL(grid_for(4 * hidden), kBlockThreads, 0, current_stream(), column_sum_kernel<T>)
-      (static_cast<const T*>(dgates.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), steps * batch, 4 * hidden);
+      (static_cast<const T*>(dgates.data_ptr()), mutable_data_or_null<T>(grad_b_ih), mutable_data_or_null<T>(grad_b_hh),
+       steps * batch, 4 * hidden);
       TG_CUDA_CHECK_LAUNCH(op);
     }
   });

@@ -4,6 +4,7 @@
 // persistent kernel) and large ones (one GEMM per step). Which path ran is checked through the
 // profiler's GEMM count, so a fallback cannot pass for the persistent kernel. Then nn::LSTM
 // trained on CUDA against the CPU. Skips where no GPU is present.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ int64_t cuda_gemms(F&& f) {
 }
 
 struct Inputs {
-  Tensor x, w_t, w_hh, bias, h0, c0, lengths, grad_h, dh, dc;
+  Tensor x, w_ih, w_hh, b_ih, b_hh, h0, c0, lengths, grad_h, grad_h_n, grad_c_n;
 };
 
 Inputs make_inputs(const Case& c, uint64_t seed) {
@@ -60,10 +61,10 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   auto r = [&](Shape s, double scale) { return mul(randn(s, c.dtype, &g), scale); };
   Inputs in;
   in.x = r({T, B, I}, 1.0);
-  Tensor w_ih = r({4 * H, I}, 0.3), w_hh = r({4 * H, H}, 1.0 / std::sqrt(static_cast<double>(H)));
-  in.w_t = cat({w_ih.t(), w_hh.t()}, 0).contiguous();
-  in.w_hh = w_hh.contiguous();
-  in.bias = r({4 * H}, 0.5);
+  in.w_ih = r({4 * H, I}, 0.3);
+  in.w_hh = r({4 * H, H}, 1.0 / std::sqrt(static_cast<double>(H)));
+  in.b_ih = r({4 * H}, 0.5);
+  in.b_hh = r({4 * H}, 0.5);
   in.h0 = r({B, H}, 0.5);
   in.c0 = r({B, H}, 0.5);
   if (c.lengths) {
@@ -72,18 +73,19 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
     in.lengths = tensor<int64_t>(lens);
   }
   in.grad_h = r({T, B, H}, 1.0);
-  in.dh = r({B, H}, 1.0);
-  in.dc = r({B, H}, 1.0);
+  in.grad_h_n = r({B, H}, 1.0);
+  in.grad_c_n = r({B, H}, 1.0);
   return in;
 }
 
 // The slot's outputs of one backend.
 struct Result {
-  Tensor gates, h_all, c_all, dgates, dh, dc, grad_bias;
+  Tensor gates, h_all, c_all, dgates, dh, dc, grad_b_ih, grad_b_hh;
 };
 
 // Forward on `device`; backward from the CPU's forward (so a forward difference does not hide in
-// the backward's comparison), with grad_h_all given as `grad_h` (any layout).
+// the backward's comparison), with grad_h_all given as `grad_h` (any layout or undefined) and the
+// last state's gradients as in.grad_h_n and in.grad_c_n (the same).
 Result run_slots(const Case& c, const Inputs& in, const Result* cpu_forward, const Tensor& grad_h, Device device,
                  int64_t* gemms = nullptr) {
   const backend::KernelTable& k = backend::kernels(device);
@@ -95,19 +97,22 @@ Result run_slots(const Case& c, const Inputs& in, const Result* cpu_forward, con
   r.c_all = empty({T, B, H}, TensorOptions(c.dtype).device(device));
   const Tensor lengths = on(in.lengths);
   auto forward = [&] {
-    k.lstm_recurrence_forward(on(in.x), on(in.w_t), on(in.bias), on(in.h0), on(in.c0), r.gates, r.h_all, r.c_all,
-                              lengths, c.reverse, c.products);
+    k.lstm_recurrence_forward(on(in.x), on(in.w_ih), on(in.w_hh), on(in.b_ih), on(in.b_hh), on(in.h0), on(in.c0),
+                              r.gates, r.h_all, r.c_all, lengths, c.reverse, c.products);
   };
   Tensor gates = cpu_forward != nullptr ? on(cpu_forward->gates) : Tensor();
   Tensor c_all = cpu_forward != nullptr ? on(cpu_forward->c_all) : Tensor();
-  r.dh = on(in.dh).clone();
-  r.dc = on(in.dc).clone();
+  // Outputs start as NaN, so a value the slot fails to write shows.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.dh = full({B, H}, nan, TensorOptions(c.dtype).device(device));
+  r.dc = full({B, H}, nan, TensorOptions(c.dtype).device(device));
   r.dgates = empty({T, B, 4 * H}, TensorOptions(c.dtype).device(device));
-  r.grad_bias = empty({4 * H}, TensorOptions(c.dtype).device(device));
+  if (in.b_ih.defined()) r.grad_b_ih = full({4 * H}, nan, TensorOptions(c.dtype).device(device));
+  if (in.b_hh.defined()) r.grad_b_hh = full({4 * H}, nan, TensorOptions(c.dtype).device(device));
   auto backward = [&] {
     k.lstm_recurrence_backward(gates.defined() ? gates : r.gates, on(in.w_hh), on(in.c0),
-                               c_all.defined() ? c_all : r.c_all, grad_h.to(device), r.dh, r.dc, r.dgates,
-                               r.grad_bias, lengths, c.reverse, c.products);
+                               c_all.defined() ? c_all : r.c_all, on(grad_h), on(in.grad_h_n), on(in.grad_c_n), r.dh,
+                               r.dc, r.dgates, r.grad_b_ih, r.grad_b_hh, lengths, c.reverse, c.products);
   };
   if (gemms != nullptr) {
     *gemms = cuda_gemms([&] {
@@ -138,7 +143,8 @@ void check_case(const Case& c) {
   testing::expect_parity(got.dgates, want.dgates, tol, what + " dgates");
   testing::expect_parity(got.dh, want.dh, tol, what + " dh");
   testing::expect_parity(got.dc, want.dc, tol, what + " dc");
-  testing::expect_parity(got.grad_bias, want.grad_bias, tol, what + " grad_bias");
+  testing::expect_parity(got.grad_b_ih, want.grad_b_ih, tol, what + " grad_b_ih");
+  testing::expect_parity(got.grad_b_hh, want.grad_b_hh, tol, what + " grad_b_hh");
 }
 
 class CudaLstmRecurrence : public ::testing::TestWithParam<Case> {};
@@ -186,24 +192,53 @@ TEST(CudaLstmRecurrenceHalf, Bf16TensorsMatchTheCpuLayer) {
   testing::expect_allclose(got.c_n.cpu().to(kFloat32), want.c_n, {3e-2, 3e-2}, "bf16 c_n");
 }
 
-// The output gradient is read through its strides: a transposed view and the engine's broadcast zero.
-TEST(CudaLstmRecurrenceGradLayout, StridedAndBroadcastZeroOutputGradients) {
+// The incoming gradients are read through their strides: transposed views, a broadcast zero, and
+// undefined (zeros: an output nothing used); one bias or none.
+TEST(CudaLstmRecurrenceGradLayout, StridedBroadcastAndUndefinedGradients) {
   SKIP_WITHOUT_GPU();
-  for (bool batch : {true, false}) {
+  for (bool batch : {true, false}) {  // per step, persistent
     const Case c{4, batch ? 40 : 3, 3, 8, false, true};
-    const Inputs in = make_inputs(c, 11);
-    const std::vector<std::pair<std::string, Tensor>> layouts = {
-        {"transposed", in.grad_h.transpose(0, 1).contiguous().transpose(0, 1)},
-        {"broadcast zero", zeros({1, 1, 1}, TensorOptions(c.dtype)).expand({c.steps, c.batch, c.hidden})}};
-    for (const auto& [name, grad_h] : layouts) {
-      Result want = run_slots(c, in, nullptr, grad_h, kCPU);
-      Result got = run_slots(c, in, &want, grad_h, kCUDA);
-      const std::string what = describe(c) + " " + name;
+    const Inputs base = make_inputs(c, 11);
+    auto transposed = [](const Tensor& t) { return t.transpose(0, 1).contiguous().transpose(0, 1); };
+    struct Layout {
+      std::string name;
+      Tensor grad_h, grad_h_n, grad_c_n, b_ih, b_hh;
+    };
+    const Tensor zero_h = zeros({1, 1, 1}, TensorOptions(c.dtype)).expand({c.steps, c.batch, c.hidden});
+    const std::vector<Layout> layouts = {
+        {"transposed", transposed(base.grad_h), transposed(base.grad_h_n), transposed(base.grad_c_n), base.b_ih,
+         base.b_hh},
+        {"broadcast zero", zero_h, base.grad_h_n, base.grad_c_n, base.b_ih, base.b_hh},
+        {"undefined output gradient", Tensor(), base.grad_h_n, base.grad_c_n, base.b_ih, Tensor()},
+        {"undefined state gradients", base.grad_h, Tensor(), Tensor(), Tensor(), base.b_hh},
+        {"all undefined, no bias", Tensor(), Tensor(), Tensor(), Tensor(), Tensor()},
+    };
+    for (const Layout& l : layouts) {
+      Inputs in = base;
+      in.grad_h_n = l.grad_h_n;
+      in.grad_c_n = l.grad_c_n;
+      in.b_ih = l.b_ih;
+      in.b_hh = l.b_hh;
+      Result want = run_slots(c, in, nullptr, l.grad_h, kCPU);
+      Result got = run_slots(c, in, &want, l.grad_h, kCUDA);
+      const std::string what = describe(c) + " " + l.name;
+      testing::expect_parity(got.h_all, want.h_all, tolerance(c), what + " h_all");
       testing::expect_parity(got.dgates, want.dgates, tolerance(c), what + " dgates");
       testing::expect_parity(got.dh, want.dh, tolerance(c), what + " dh");
       testing::expect_parity(got.dc, want.dc, tolerance(c), what + " dc");
-      testing::expect_parity(got.grad_bias, want.grad_bias, tolerance(c), what + " grad_bias");
+      EXPECT_EQ(got.grad_b_ih.defined(), l.b_ih.defined());
+      EXPECT_EQ(got.grad_b_hh.defined(), l.b_hh.defined());
+      if (got.grad_b_ih.defined()) testing::expect_parity(got.grad_b_ih, want.grad_b_ih, tolerance(c), what + " b_ih");
+      if (got.grad_b_hh.defined()) testing::expect_parity(got.grad_b_hh, want.grad_b_hh, tolerance(c), what + " b_hh");
     }
+    // An undefined gradient is a zero: the same dgates as the broadcast zero gave.
+    Inputs none = base;
+    none.grad_h_n = zeros({c.batch, c.hidden}, TensorOptions(c.dtype));
+    none.grad_c_n = Tensor();
+    Result zeros_given = run_slots(c, none, nullptr, zero_h, kCPU);
+    none.grad_h_n = Tensor();
+    Result undefined = run_slots(c, none, nullptr, Tensor(), kCUDA);
+    testing::expect_parity(undefined.dgates, zeros_given.dgates, tolerance(c), describe(c) + " undefined = zeros");
   }
 }
 

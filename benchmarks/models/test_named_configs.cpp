@@ -202,6 +202,32 @@ TEST(NamedConfigs, CudaStepHasNoHostSync) {
   }
 }
 
+// The eager CUDA step of lstm_small at batch 1 (the baseline: 20 launches, 8 GEMMs, 5
+// copies before the cuts of docs/benchmarks.md), pinned: 8 launches (the zero initial state, the
+// persistent recurrence, the loss, its seed gradient and backward, the head's bias-gradient ones,
+// the recurrence backward, Adam), 8 GEMMs and 3 copies (h_n, c_n, the head's bias), with no CUDA
+// graph. A launch more or less anywhere in the step changes this number.
+TEST(NamedConfigs, LstmSmallEagerStepLaunches) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const NamedConfig& config = named_config("lstm_small");
+  const auto [shape, batch, full] = emulated_size(config);
+  ASSERT_TRUE(full);
+  ASSERT_EQ(batch, 1);
+  TrainingRun run(shape, batch, kCUDA, /*seed=*/3, config.lr, /*pool=*/2);
+  run.step();
+  run.synchronize();
+  const cuda::Counters c = step_counts(run);
+  EXPECT_EQ(c.launches, 8u);
+  EXPECT_EQ(c.gemms, 8u);
+  EXPECT_EQ(c.copies, 3u);
+  if (cuda::caching_allocator_enabled()) EXPECT_EQ(c.host_syncs, 0u);
+  // Negative control: one launch more between the snapshots is seen as exactly one more.
+  const cuda::Counters before = cuda::counters();
+  (void)run.step();
+  (void)zeros({1}, TensorOptions(kFloat32).device(kCUDA));
+  EXPECT_EQ((cuda::counters() - before).launches, c.launches + 1);
+}
+
 // The same steps replayed from a CUDA graph (TrainingRun::capture_graph): one launch per step,
 // no host sync, and the eager twin's losses and parameters exactly (the emulator runs the recorded
 // kernels with the captured arguments). The batch copies into the captured inputs are copies, not

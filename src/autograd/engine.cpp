@@ -152,11 +152,15 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
         used_streams.push_back(*stream);
     }
     grads.resize(node->outputs().size());
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (!grads[i].defined()) grads[i] = broadcast_zero(node->outputs()[i]);
+    // An output that received no gradient: a zero, unless the node reads an undefined one as zero.
+    if (node->materialize_grads()) {
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (!grads[i].defined()) grads[i] = broadcast_zero(node->outputs()[i]);
+    }
     for (const auto& [output_nr, weak] : node->retained()) {
       if (auto impl = weak.lock()) {
-        const Tensor& g = grads[static_cast<size_t>(output_nr)];
+        const size_t i = static_cast<size_t>(output_nr);
+        const Tensor g = grads[i].defined() ? grads[i] : broadcast_zero(node->outputs()[i]);
         impl->grad = impl->grad ? add(Tensor(impl->grad), g).impl_ptr() : g.clone().impl_ptr();
       }
     }

@@ -183,7 +183,7 @@ Edge gradient_edge(const Tensor& tensor) {
 }
 
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn backward) {
+            BackwardFn backward, bool materialize_grads) {
   std::vector<OutputMeta> input_meta;
   std::vector<Edge> edges;
   for (const Tensor& input : inputs) {
@@ -193,6 +193,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   }
   auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(input_meta));
   node->next_edges_ = std::move(edges);
+  node->materialize_grads_ = materialize_grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     TensorImpl* out = outputs[i].impl();
     node->outputs_.push_back(OutputMeta{out->sizes, out->dtype, outputs[i].device()});

@@ -44,10 +44,10 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, doub
 void softmax(const Tensor& x, const Tensor& out, bool log);
 void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
-                   int64_t ignore_index, double label_smoothing);
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
-                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
-                            double label_smoothing);
+                   const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
+                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
+                            int64_t ignore_index, double label_smoothing);
 
 // layer_norm.cpp
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -67,12 +67,14 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& 
                        const Tensor& c_new, const Tensor& lengths, int64_t t);
 void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
                         const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t);
-void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
-                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
-                             const Tensor& lengths, bool reverse, DType products);
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                             const Tensor& b_hh, const Tensor& h0, const Tensor& c0, const Tensor& gates,
+                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse,
+                             DType products);
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
-                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products);
+                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products);
 
 // optim.cpp
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper);

@@ -204,22 +204,43 @@ void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor&
 // no separate pass over [T, B, 4H], and the depth I + H keeps the kernel's tiles long.
 // products = kBFloat16 (autocast, float tensors only): the weights are rounded and packed once for
 // every step (Note [bf16 products] in sbgemm.cpp), each step's [x_t, h_{t-1}] as it is multiplied.
-void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& bias, const Tensor& h0,
-                             const Tensor& c0, const Tensor& gates, const Tensor& h_all, const Tensor& c_all,
-                             const Tensor& lengths, bool reverse, DType products) {
+void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                             const Tensor& b_hh, const Tensor& h0, const Tensor& c0, const Tensor& gates,
+                             const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse,
+                             DType products) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = h0.size(1), input = x.size(2);
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
   const int64_t state = batch * hidden, width = 4 * hidden, depth = input + hidden;
   const bool bf16 = products == kBFloat16;
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
-  const PackedBf16Matrix w_bf16 =
-      bf16 ? PackedBf16Matrix(static_cast<const float*>(w_t.data_ptr()), width, 1, depth, width) : PackedBf16Matrix();
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and bias = b_ih + b_hh, made once per call here (a copy
+    // the size of the weights; the GPU reads the weights where they are instead).
+    std::vector<T> w_t(static_cast<size_t>(depth * width));
+    const T* wi = static_cast<const T*>(w_ih.data_ptr());
+    const T* wh = static_cast<const T*>(w_hh.data_ptr());
+    for (int64_t r = 0; r < width; ++r) {
+      for (int64_t k = 0; k < input; ++k) w_t[static_cast<size_t>(k * width + r)] = wi[r * input + k];
+      for (int64_t k = 0; k < hidden; ++k) w_t[static_cast<size_t>((input + k) * width + r)] = wh[r * hidden + k];
+    }
+    std::vector<T> bias;
+    if (b_ih.defined() || b_hh.defined()) {
+      bias.assign(static_cast<size_t>(width), T(0));
+      for (const Tensor* bt : {&b_ih, &b_hh}) {
+        if (!bt->defined()) continue;
+        const T* bp = static_cast<const T*>(bt->data_ptr());
+        for (int64_t j = 0; j < width; ++j) bias[static_cast<size_t>(j)] += bp[j];
+      }
+    }
+    PackedBf16Matrix w_bf16;
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16) w_bf16 = PackedBf16Matrix(w_t.data(), width, 1, depth, width);
+    }
     const T* xs = static_cast<const T*>(x.data_ptr());
-    const T* w = static_cast<const T*>(w_t.data_ptr());
-    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+    const T* w = w_t.data();
+    const T* b = bias.empty() ? nullptr : bias.data();
     T* z = static_cast<T*>(gates.data_ptr());
     T* h = static_cast<T*>(h_all.data_ptr());
     T* c = static_cast<T*>(c_all.data_ptr());
@@ -258,10 +279,17 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_t, const Tensor& b
 }
 
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
-                              const Tensor& grad_h_all, const Tensor& dh, const Tensor& dc, const Tensor& dgates,
-                              const Tensor& grad_bias, const Tensor& lengths, bool reverse, DType products) {
+                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
-  if (grad_bias.defined()) fill(grad_bias, 0.0);
+  for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh})
+    if (grad_bias->defined()) fill(*grad_bias, 0.0);
+  // The running state gradients start as the last state's (undefined: zeros).
+  if (dh.numel() > 0) {
+    if (grad_h_n.defined()) copy(grad_h_n, dh); else fill(dh, 0.0);
+    if (grad_c_n.defined()) copy(grad_c_n, dc); else fill(dc, 0.0);
+  }
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);
   const int64_t state = batch * hidden, width = 4 * hidden;
@@ -270,32 +298,35 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
   const PackedBf16Matrix w_hh_bf16 = bf16 ? PackedBf16Matrix(static_cast<const float*>(w_hh.data_ptr()), hidden, 1,
                                                              width, hidden)
                                           : PackedBf16Matrix();
-  // The incoming output gradient may be any view (a broadcast zero when the sequence is unused).
-  const int64_t gs0 = grad_h_all.stride(0), gs1 = grad_h_all.stride(1), gs2 = grad_h_all.stride(2);
+  // The incoming output gradient may be any view, or undefined (zeros) when the sequence is unused.
+  const bool has_output_grad = grad_h_all.defined();
+  const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
+                gs2 = has_output_grad ? grad_h_all.stride(2) : 0;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* a = static_cast<const T*>(gates.data_ptr());
     const T* w = static_cast<const T*>(w_hh.data_ptr());
     const T* c = static_cast<const T*>(c_all.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
-    const T* g = static_cast<const T*>(grad_h_all.data_ptr());
+    const T* g = has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr;
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* dz = static_cast<T*>(dgates.data_ptr());
-    // The engine's zero gradient for an unused output is one broadcast element.
-    const bool output_grad_is_zero = gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0);
+    // Or a zero broadcast from one element.
+    const bool output_grad_is_zero = g == nullptr || (gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0));
+    const bool want_bias = grad_b_ih.defined() || grad_b_hh.defined();
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
     const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);  // each step: [B, 4H] x [4H, H]
     // In double, like the library's other float sums (T * B terms each).
-    std::vector<double> partial_db(grad_bias.defined() ? static_cast<size_t>(team * width) : 0, 0.0);
+    std::vector<double> partial_db(want_bias ? static_cast<size_t>(team * width) : 0, 0.0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
       double* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
-        const T* gt = g + t * gs0;
+        const T* gt = output_grad_is_zero ? nullptr : g + t * gs0;
         if (output_grad_is_zero) {
           // nothing to add: the output sequence was unused (a classifier reading h_n)
         } else if (gs2 == 1) {
@@ -323,10 +354,13 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
         gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
       }
     });
-    if (grad_bias.defined()) {
+    if (want_bias) {
       for (int part = 1; part < team; ++part) add_row(partial_db.data(), partial_db.data() + part * width, width);
-      T* out = static_cast<T*>(grad_bias.data_ptr());
-      for (int64_t j = 0; j < width; ++j) out[j] = static_cast<T>(partial_db[static_cast<size_t>(j)]);
+      for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh}) {  // the same gradient for both
+        if (!grad_bias->defined()) continue;
+        T* out = static_cast<T*>(grad_bias->data_ptr());
+        for (int64_t j = 0; j < width; ++j) out[j] = static_cast<T>(partial_db[static_cast<size_t>(j)]);
+      }
     }
   });
 }

@@ -207,9 +207,9 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
   });
 }
 
-// Overwrites losses and logsumexp ([N] each).
+// Overwrites losses and logsumexp ([N] each), and reduced (and count) when defined.
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
-                   int64_t ignore_index, double label_smoothing) {
+                   const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing) {
   const int64_t classes = logits.size(1), rows = logits.size(0);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -221,13 +221,22 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
     parallel_for(0, rows, row_grain(classes), [&](int64_t b, int64_t e) {
       run_cross_entropy_rows(z, t, loss, lse_out, classes, ignore_index, smoothing, b, e);
     });
+    if (!reduced.defined()) return;
+    T total = lane_sum<T>(rows, [&](int64_t r) { return loss[r]; });
+    if (count.defined()) {
+      int64_t counted = 0;
+      for (int64_t r = 0; r < rows; ++r) counted += t[r] != ignore_index;
+      *static_cast<int64_t*>(count.data_ptr()) = counted;
+      total /= static_cast<T>(counted);  // 0 / 0 = NaN when every row is ignored, as in PyTorch
+    }
+    *static_cast<T*>(reduced.data_ptr()) = total;
   });
 }
 
-// Overwrites grad_logits; ignored rows get zeros.
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
-                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
-                            double label_smoothing) {
+// Overwrites grad_logits; ignored rows get zeros. A mean's count divides grad_losses.
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
+                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
+                            int64_t ignore_index, double label_smoothing) {
   const int64_t classes = logits.size(1), rows = logits.size(0);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -238,6 +247,12 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, con
     const T* lse = static_cast<const T*>(logsumexp.data_ptr());
     T* gz = static_cast<T*>(grad_logits.data_ptr());
     const T smoothing = static_cast<T>(label_smoothing);
+    T scaled;  // the mean's grad_losses[0] / count, a broadcast scalar like grad_losses
+    if (count.defined()) {
+      TG_ASSERT(g_stride == 0 || rows == 1);  // a mean's gradient is one value
+      scaled = g[0] / static_cast<T>(*static_cast<const int64_t*>(count.data_ptr()));
+      g = &scaled;
+    }
     parallel_for(0, rows, row_grain(classes), [&](int64_t b, int64_t e) {
       run_cross_entropy_backward_rows(g, g_stride, z, t, lse, gz, classes, ignore_index, smoothing, b, e);
     });

@@ -1,6 +1,8 @@
 // cross_entropy (fused log-softmax + NLL, one kernel forward and one backward), nll_loss and
-// mse_loss. The per-row losses are one tape node; the reduction is an ordinary sum/div on top.
-// With a per-class weight, cross_entropy is composed from log_softmax and the weighted NLL instead.
+// mse_loss. cross_entropy's per-row losses and their sum or mean are one tape node: the kernel
+// reduces and counts the rows not ignored itself, and its backward divides by that count, so a
+// mean on CUDA waits for nothing and costs no launch of its own. With a per-class weight,
+// cross_entropy is composed from log_softmax and the weighted NLL instead, reduced by ordinary ops.
 #include <cmath>
 
 #include "ops/op_helpers.h"
@@ -147,44 +149,41 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const int64_t rows = in.input.size(0), classes = in.input.size(1);
   TG_CHECK(classes > 0, "cross_entropy: input has no classes (shape ", shape_str(logits.sizes()), ")");
   const bool weighted = options.weight.defined();
-  Counted counted = check_targets("cross_entropy", backend::DeviceCheck::CrossEntropyTarget, in.target, classes, options.ignore_index, logits.dtype(),
-                                  options.reduction == Reduction::Mean && !weighted, /*fused=*/!weighted);
+  Counted counted = check_targets("cross_entropy", backend::DeviceCheck::CrossEntropyTarget, in.target, classes,
+                                  options.ignore_index, logits.dtype(), /*need_count=*/false, /*fused=*/!weighted);
   if (weighted) return weighted_cross_entropy(in, options, counted);
+  TG_CHECK(options.reduction != Reduction::Mean || rows > 0,
+           "cross_entropy: empty batch (0 examples): the mean loss over no examples is undefined");
   Tensor z = in.input.detach().contiguous();
   Tensor losses = empty_tensor({rows}, z.dtype(), z.device());
   Tensor lse = empty_tensor({rows}, z.dtype(), z.device());
-  if (rows > 0)
-    TG_KERNEL(z.device(), cross_entropy)(z, in.target, losses, lse, options.ignore_index, options.label_smoothing);
-  if (!any_requires_grad({in.input})) return reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched);
-
-  // One tape node from the logits to the returned loss: with a sum or mean the reduction is part of
-  // it, and its backward is one kernel pass whose per-row gradient is the loss's gradient scaled by
-  // 1 (sum) or 1 / counted (mean), read through a broadcast (stride 0) view.
+  // With a sum or mean the kernel writes it into `result`; a mean also counts the rows not
+  // ignored into `count`, which the backward divides by.
   const bool reduced = options.reduction != Reduction::None;
-  Tensor result;
-  {
-    NoGradGuard no_grad;
-    result = reduced ? reduce_loss("cross_entropy", losses, options.reduction, counted, in.unbatched) : losses;
-  }
   const bool mean = options.reduction == Reduction::Mean;
-  const double scale = mean && !counted.device.defined() ? 1.0 / static_cast<double>(counted.host) : 1.0;
-  // The mean's divisor on the device, in the loss's dtype (undefined when the scale is a number).
-  const Tensor divisor = mean ? counted.device : Tensor();
+  Tensor result = reduced ? empty_tensor({}, z.dtype(), z.device()) : losses;
+  Tensor count = mean ? empty_tensor({}, kInt64, z.device()) : Tensor();
+  if (rows > 0)
+    TG_KERNEL(z.device(), cross_entropy)(z, in.target, losses, lse, reduced ? result : Tensor(), count,
+                                         options.ignore_index, options.label_smoothing);
+  else if (reduced)
+    result = zeros({}, TensorOptions(z.dtype()).device(z.device()));  // the sum over no rows
+  if (!any_requires_grad({in.input})) return reduced || !in.unbatched ? result : result.reshape({});
+
+  // One tape node from the logits to the returned loss; its backward is one kernel pass whose
+  // per-row gradient is the loss's gradient (a sum or mean's read through a broadcast, stride-0
+  // view), divided by the count for a mean.
   SavedTensor saved_z = z, saved_t = in.target, saved_lse = lse;
   const int64_t ignore = options.ignore_index;
   const double smoothing = options.label_smoothing;
   record("cross_entropy", {in.input}, {result}, [=](const std::vector<Tensor>& g) {
     Tensor zz = saved_z.get();
     Tensor grad_losses = g[0];
-    if (reduced) {
-      if (scale != 1.0) grad_losses = mul(grad_losses, scale);
-      if (divisor.defined()) grad_losses = div(grad_losses, divisor);
-      grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
-    }
+    if (reduced) grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
     Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
     if (grad.numel() > 0)
-      TG_KERNEL(zz.device(), cross_entropy_backward)(grad_losses, zz, saved_t.get(), saved_lse.get(), grad, ignore,
-                                                     smoothing);
+      TG_KERNEL(zz.device(), cross_entropy_backward)(grad_losses, count, zz, saved_t.get(), saved_lse.get(), grad,
+                                                     ignore, smoothing);
     return std::vector<Tensor>{grad};
   });
   return reduced || !in.unbatched ? result : result.reshape({});

@@ -103,10 +103,6 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
 
   Tensor xs = x.detach().contiguous();
   Tensor h_init = h0.detach().contiguous(), c_init = c0.detach().contiguous();
-  Tensor bias;  // b_ih + b_hh, added once per gate
-  if (b_ih.defined() || b_hh.defined())
-    bias = b_ih.defined() && b_hh.defined() ? add(b_ih.detach(), b_hh.detach())
-                                            : (b_ih.defined() ? b_ih.detach() : b_hh.detach()).contiguous();
   Tensor gates = empty_tensor({steps, batch, gates_width}, dtype, device);
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
@@ -118,11 +114,15 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   auto gemm = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
     gemm_as("lstm", products, a, b, out, alpha, beta);
   };
+  auto plain = [](const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); };
   if (forward_recurrence != nullptr) {
-    // [W_ih^T; W_hh^T], [I + H, 4H]: each step's gates are one product of [x_t, h_{t-1}] with it.
-    Tensor w_t = cat({w_ih.detach().t(), w_hh.detach().t()}, 0);
-    forward_recurrence(xs, w_t, bias, h_init, c_init, gates, h_all, c_all, lens, reverse, products);
+    // The weights and biases as they are: the backend adds the biases and reads W^T in place.
+    forward_recurrence(xs, plain(w_ih), plain(w_hh), plain(b_ih), plain(b_hh), h_init, c_init, gates, h_all, c_all,
+                       lens, reverse, products);
   } else {
+    Tensor bias;  // b_ih + b_hh, added once per gate
+    if (b_ih.defined() || b_hh.defined())
+      bias = b_ih.defined() && b_hh.defined() ? add(b_ih.detach(), b_hh.detach()) : plain(b_ih.defined() ? b_ih : b_hh);
     // All timesteps' input projections (and the biases) in one GEMM, then one recurrent GEMM and
     // one cell call per step.
     Tensor gates_2d = gates.view({steps * batch, gates_width});
@@ -186,26 +186,37 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
              auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
              auto add_kernel = TG_KERNEL(dev, binary);
              auto copy_kernel = TG_KERNEL(dev, copy);
-             // Read through its strides: when the output sequence is unused, the engine passes a
-             // broadcast zero, and nothing of size [T, B, H] is materialised for it.
-             Tensor g_out = grads[0].dtype() == dt ? grads[0] : grads[0].to(dt);
-             if (smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
-             // Running state gradients, updated in place: fresh buffers, never the incoming tensors.
+             // An output nothing used arrives undefined (recorded with materialize_grads = false)
+             // and reads as zeros. g_out is read through its strides.
+             Tensor g_out = grads[0];
+             if (g_out.defined() && g_out.dtype() != dt) g_out = g_out.to(dt);
+             if (g_out.defined() && smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
+             // The last state's gradients, read where they are (undefined: zeros).
+             Tensor g_h_n = grads[1].defined() && grads[1].dtype() != dt ? grads[1].to(dt) : grads[1];
+             Tensor g_c_n = grads[2].defined() && grads[2].dtype() != dt ? grads[2].to(dt) : grads[2];
+             // Running state gradients, ending as those of h0 and c0: fresh buffers, never the incoming tensors.
              Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
-             if (dh.numel() > 0) {
-               copy_kernel(grads[1], dh);
-               copy_kernel(grads[2], dc);
-             }
              Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
              auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
              Tensor c_init_ = sc0.get();
-             Tensor db;  // the bias gradient: the sum of dgates over steps and rows
+             Tensor db_ih, db_hh;  // the bias gradient (both): the sum of dgates over steps and rows
              auto recurrence = backend::kernels(dev).lstm_recurrence_backward;
              if (recurrence != nullptr) {
-               if (need_b_ih || need_b_hh) db = empty_tensor({gates_width}, dt, dev);
-               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, dh, dc, dgates, db, lens_, reverse,
-                          products);
+               if (need_b_ih) db_ih = empty_tensor({gates_width}, dt, dev);
+               if (need_b_hh) db_hh = empty_tensor({gates_width}, dt, dev);
+               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, g_h_n, g_c_n, dh, dc, dgates, db_ih,
+                          db_hh, lens_, reverse, products);
              } else {
+               for (int k : {1, 2}) {
+                 const Tensor& from = k == 1 ? g_h_n : g_c_n;
+                 const Tensor& state_grad = k == 1 ? dh : dc;
+                 if (state_grad.numel() == 0) continue;
+                 if (from.defined())
+                   copy_kernel(from, state_grad);
+                 else
+                   TG_KERNEL(dev, fill)(state_grad, 0.0);
+               }
+               if (!g_out.defined()) g_out = zeros({}, TensorOptions(dt).device(dev)).expand({steps, batch, hidden});
                TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
                for (int64_t s = steps - 1; s >= 0; --s) {
                  const int64_t t = time(s);
@@ -242,10 +253,14 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                  }
                }
              }
-             if ((need_b_ih || need_b_hh) && !db.defined()) db = column_sum(dg2);
-             return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh,
-                                        need_b_ih ? db : Tensor(), need_b_hh ? db : Tensor()};
-           });
+             if ((need_b_ih || need_b_hh) && recurrence == nullptr) {
+               Tensor db = column_sum(dg2);
+               db_ih = need_b_ih ? db : Tensor();
+               db_hh = need_b_hh ? db : Tensor();
+             }
+             return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
+           },
+           /*materialize_grads=*/false);
   }
   return out;
 }

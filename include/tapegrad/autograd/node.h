@@ -61,18 +61,24 @@ class Node {
   // Anomaly mode only: where the forward pass ran and with which shapes, for error messages.
   const std::string& anomaly_context() const { return anomaly_context_; }
 
+  // False when apply() takes an undefined tensor for an output that received no gradient and
+  // reads it as zeros (PyTorch's materialize_grads=False); true (the default): the engine passes
+  // a zero of the output's shape.
+  bool materialize_grads() const { return materialize_grads_; }
+
  protected:
   std::vector<Edge> next_edges_;
   std::vector<OutputMeta> outputs_;
 
  private:
   friend void record(const char*, const std::vector<Tensor>&, const std::vector<Tensor>&,
-                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)>);
+                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)>, bool);
   std::string name_;
   uint64_t sequence_nr_;
   std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained_;
   std::optional<cuda::Stream> forward_stream_;
   std::string anomaly_context_;
+  bool materialize_grads_ = true;
 };
 
 // A leaf's sink: adds the incoming gradient into the leaf's .grad().
@@ -106,8 +112,10 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 // Records one tape node for an op: `outputs` become non-leaf tensors that require grad, with
 // grad_fn pointing at a node whose closure `backward` returns one gradient per input (an
 // undefined tensor where an input needs none). Call only when any_requires_grad(inputs).
+// materialize_grads = false: `backward` gets an undefined tensor, to be read as zeros, for an output
+// that received no gradient, instead of a zero the engine makes (on CUDA, a fill launch each).
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn backward);
+            BackwardFn backward, bool materialize_grads = true);
 // The edge a gradient for `tensor` should follow (its grad_fn, its accumulator, or none).
 Edge gradient_edge(const Tensor& tensor);
 
