@@ -78,21 +78,23 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
 }
 
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
-                   int64_t ignore_index, double label_smoothing) {
-  const F32 in(logits, F32::kIn, "cross_entropy"), l(losses, F32::kOut, "cross_entropy"),
-      lse(logsumexp, F32::kOut, "cross_entropy");
-  cpu::cross_entropy(in, target, l, lse, ignore_index, label_smoothing);
+                   const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy";
+  const F32 in(logits, F32::kIn, op), l(losses, F32::kOut, op), lse(logsumexp, F32::kOut, op),
+      r(reduced, F32::kOut, op);
+  cpu::cross_entropy(in, target, l, lse, r, count, ignore_index, label_smoothing);
   l.write_back();
   lse.write_back();
+  r.write_back();
 }
 
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
                             const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
                             double label_smoothing) {
   const char* op = "cross_entropy_backward";
   const F32 g(grad_losses, F32::kIn, op), in(logits, F32::kIn, op), lse(logsumexp, F32::kIn, op),
       o(grad_logits, F32::kOut, op);
-  cpu::cross_entropy_backward(g, in, target, lse, o, ignore_index, label_smoothing);
+  cpu::cross_entropy_backward(g, count, in, target, lse, o, ignore_index, label_smoothing);
   o.write_back();
 }
 

@@ -14,8 +14,8 @@ void reduce_with_index(backend::ReduceOp op, const Tensor& x, const Tensor& valu
 void softmax(const Tensor& x, const Tensor& out, bool log);
 void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
-                   int64_t ignore_index, double label_smoothing);
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& logits, const Tensor& target,
+                   const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
                             const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
                             double label_smoothing);
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
