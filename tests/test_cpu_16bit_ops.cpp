@@ -162,6 +162,8 @@ TEST(Cpu16BitAutocast, OpPolicy) {
     EXPECT_EQ(mm(x, w.t()).dtype(), kBFloat16);
     EXPECT_EQ(matmul(y, ones({12, 3})).dtype(), kBFloat16);  // a bf16 and a float32 operand
     EXPECT_EQ(addmm(b, x, w.t()).dtype(), kBFloat16);
+    EXPECT_EQ(bmm(x.reshape({2, 4, 20}), ones({2, 20, 3})).dtype(), kBFloat16);
+    EXPECT_EQ(matmul(x.reshape({2, 4, 20}), ones({2, 20, 3}).to(kBFloat16)).dtype(), kBFloat16);
     Tensor h = relu(y);
     EXPECT_EQ(h.dtype(), kBFloat16);  // not on either list: runs in its input's type
     EXPECT_EQ(softmax(h, 1).dtype(), kFloat32);

@@ -62,9 +62,11 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  check_matmul_operands("bmm", a, b, 3);
-  TG_CHECK(a.dtype() == b.dtype(), "bmm: operands must have the same dtype, got ", a.dtype(), " and ", b.dtype());
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  check_matmul_operands("bmm", a_in, b_in, 3);
+  // Under autocast both operands in the low type (recorded casts), as PyTorch's autocast does.
+  const DType products = autocast_products("bmm", a_in.device(), {&a_in, &b_in});
+  const Tensor a = cast(a_in, products), b = cast(b_in, products);
   TG_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   Tensor out = empty_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
   if (out.numel() > 0) TG_KERNEL(a.device(), bmm)(a, b, out, 1.0, 0.0);

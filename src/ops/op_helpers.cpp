@@ -70,11 +70,12 @@ Tensor column_sum(const Tensor& t, std::optional<DType> dtype) {
   TG_ASSERT(t.dim() == 2);
   const int64_t rows = t.size(0), cols = t.size(1);
   Tensor out = empty_tensor({1, cols}, dtype.value_or(t.dtype()), t.device());
-  const bool low = t.dtype() == kBFloat16 || t.dtype() == kFloat16;
-  if (cols > 0 && low && t.device().is_cpu() && rows > 0) {
-    // A 16-bit t on the CPU through the reduction, whose sums are float32: as a product with ones,
-    // t would be the packed operand, converted whole for one row of output.
-    TG_KERNEL(t.device(), reduce)(backend::ReduceOp::Sum, t.contiguous().detach(), out, 1, rows, cols);
+  if (cols > 0 && t.dtype() == kBFloat16 && t.device().is_cpu() && rows > 0) {
+    // A bf16 t on the CPU as out^T = t^T ones: as the first operand t converts row by row with
+    // vector transposes, where as the packed one (ones @ t) it was a slow gather for one row of output.
+    Tensor ones = empty_tensor({rows, 1}, t.dtype(), t.device());
+    TG_KERNEL(t.device(), fill)(ones, 1.0);
+    gemm_as("sum", kBFloat16, t.detach().t(), ones, out.view({cols, 1}), 1.0, 0.0);
   } else if (cols > 0) {
     Tensor ones = empty_tensor({1, rows}, t.dtype(), t.device());
     if (rows > 0) TG_KERNEL(t.device(), fill)(ones, 1.0);

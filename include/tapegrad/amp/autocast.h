@@ -3,7 +3,7 @@
 // accumulation, and everything else runs as before. Guards nest (the innermost wins) and belong to
 // the thread that made them.
 //
-// The policy (docs/amp.md), as PyTorch's: mm, addmm, matmul and linear take float32 or low-type
+// The policy (docs/amp.md), as PyTorch's: mm, bmm, addmm, matmul and linear take float32 or low-type
 // operands, multiply them rounded to the low type with float32 sums, and return the low type; the
 // LSTM runs its products that way and keeps its gates, cell state and outputs in float32; softmax,
 // log_softmax, the losses, sum, mean, var and layer_norm convert 16-bit inputs to float32; other ops

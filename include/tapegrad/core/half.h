@@ -1,4 +1,5 @@
-// 16-bit floating-point storage types and their conversions to and from f32 (round to nearest even).
+// 16-bit floating-point types and their conversions to and from f32 (round to nearest even). Ops on
+// them compute in float and round each result once (docs/amp.md).
 #pragma once
 
 #include <cstdint>
