@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/kernel_tensors.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
@@ -214,33 +215,29 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   const int64_t state = batch * hidden, width = 4 * hidden, depth = input + hidden;
   const bool bf16 = products == kBFloat16;
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
+  // w_t = [W_ih^T; W_hh^T] [I + H, 4H], made once per call (a copy the size of the weights; the GPU
+  // reads the weights where they are instead), from the caching allocator and through the copy
+  // kernel's blocked transposes: a fresh zeroed vector cost a batch-1 step page faults each call.
+  const Tensor w_t = backend::allocate_tensor({depth, width}, gates.dtype(), gates.device(), "lstm");
+  copy(w_ih.detach().t(), w_t.narrow(0, 0, input));
+  copy(w_hh.detach().t(), w_t.narrow(0, input, hidden));
+  // bias = b_ih + b_hh (undefined: none).
+  Tensor bias;
+  if (b_ih.defined() && b_hh.defined()) {
+    bias = backend::allocate_tensor({width}, gates.dtype(), gates.device(), "lstm");
+    binary(BinaryOp::Add, b_ih.detach(), b_hh.detach(), bias);
+  } else if (b_ih.defined() || b_hh.defined()) {
+    bias = (b_ih.defined() ? b_ih : b_hh).detach();
+  }
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and bias = b_ih + b_hh, made once per call here (a copy
-    // the size of the weights; the GPU reads the weights where they are instead).
-    std::vector<T> w_t(static_cast<size_t>(depth * width));
-    const T* wi = static_cast<const T*>(w_ih.data_ptr());
-    const T* wh = static_cast<const T*>(w_hh.data_ptr());
-    for (int64_t r = 0; r < width; ++r) {
-      for (int64_t k = 0; k < input; ++k) w_t[static_cast<size_t>(k * width + r)] = wi[r * input + k];
-      for (int64_t k = 0; k < hidden; ++k) w_t[static_cast<size_t>((input + k) * width + r)] = wh[r * hidden + k];
-    }
-    std::vector<T> bias;
-    if (b_ih.defined() || b_hh.defined()) {
-      bias.assign(static_cast<size_t>(width), T(0));
-      for (const Tensor* bt : {&b_ih, &b_hh}) {
-        if (!bt->defined()) continue;
-        const T* bp = static_cast<const T*>(bt->data_ptr());
-        for (int64_t j = 0; j < width; ++j) bias[static_cast<size_t>(j)] += bp[j];
-      }
-    }
     PackedBf16Matrix w_bf16;
     if constexpr (std::is_same_v<T, float>) {
-      if (bf16) w_bf16 = PackedBf16Matrix(w_t.data(), width, 1, depth, width);
+      if (bf16) w_bf16 = PackedBf16Matrix(static_cast<const float*>(w_t.data_ptr()), width, 1, depth, width);
     }
     const T* xs = static_cast<const T*>(x.data_ptr());
-    const T* w = w_t.data();
-    const T* b = bias.empty() ? nullptr : bias.data();
+    const T* w = static_cast<const T*>(w_t.data_ptr());
+    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     T* z = static_cast<T*>(gates.data_ptr());
     T* h = static_cast<T*>(h_all.data_ptr());
     T* c = static_cast<T*>(c_all.data_ptr());
