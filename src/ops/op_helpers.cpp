@@ -70,12 +70,16 @@ Tensor column_sum(const Tensor& t, std::optional<DType> dtype) {
   TG_ASSERT(t.dim() == 2);
   const int64_t rows = t.size(0), cols = t.size(1);
   Tensor out = empty_tensor({1, cols}, dtype.value_or(t.dtype()), t.device());
-  if (cols > 0 && t.dtype() == kBFloat16 && t.device().is_cpu() && rows > 0) {
-    // A bf16 t on the CPU as out^T = t^T ones: as the first operand t converts row by row with
-    // vector transposes, where as the packed one (ones @ t) it was a slow gather for one row of output.
-    Tensor ones = empty_tensor({rows, 1}, t.dtype(), t.device());
+  if (cols > 0 && (t.dtype() == kBFloat16 || t.dtype() == kFloat16) && t.device().is_cpu() && rows > 0) {
+    // A 16-bit t on the CPU: widened (one vectorised pass) and summed by the float32 matrix-vector
+    // product, twice as fast as a bf16 product would be for its single column of output.
+    const Tensor wide = empty_tensor({rows, cols}, kFloat32, t.device());
+    TG_KERNEL(t.device(), copy)(t.detach(), wide);
+    const Tensor sums = out.dtype() == kFloat32 ? out : empty_tensor({1, cols}, kFloat32, t.device());
+    Tensor ones = empty_tensor({1, rows}, kFloat32, t.device());
     TG_KERNEL(t.device(), fill)(ones, 1.0);
-    gemm_as("sum", kBFloat16, t.detach().t(), ones, out.view({cols, 1}), 1.0, 0.0);
+    TG_KERNEL(t.device(), gemm)(ones, wide, sums, 1.0, 0.0);
+    if (sums.impl() != out.impl()) TG_KERNEL(t.device(), copy)(sums, out);
   } else if (cols > 0) {
     Tensor ones = empty_tensor({1, rows}, t.dtype(), t.device());
     if (rows > 0) TG_KERNEL(t.device(), fill)(ones, 1.0);
