@@ -205,7 +205,7 @@ bool guard_intact(const Allocation& a) {
 #endif
 }
 
-void repair_guard(const Allocation& a) {
+[[maybe_unused]] void repair_guard(const Allocation& a) {  // unused under ASan, which guards itself
 #if !defined(TG_EMU_ASAN)
   auto* p = reinterpret_cast<unsigned char*>(a.base);
   std::memset(p + a.size, kGuardByte, round_up(a.size + kGuardBytes, kAlignment) - a.size);
