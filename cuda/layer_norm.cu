@@ -17,6 +17,9 @@
 
 namespace tapegrad::cuda_backend {
 
+using backend::data_or_null;
+using backend::mutable_data_or_null;
+
 namespace {
 
 struct SumOf {
@@ -153,15 +156,6 @@ int64_t param_slices(int64_t rows, int64_t cols) {
   const int64_t by_device = std::max<int64_t>(1, 1024 / col_tiles);
   const int64_t by_work = std::max<int64_t>(1, rows / 128);
   return std::min<int64_t>({by_device, by_work, 65535});
-}
-
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mutable_data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 }  // namespace

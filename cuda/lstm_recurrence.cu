@@ -26,6 +26,9 @@
 
 namespace tapegrad::cuda_backend {
 
+using backend::data_or_null;
+using backend::mutable_data_or_null;
+
 namespace {
 
 namespace cg = cooperative_groups;
@@ -355,15 +358,6 @@ __global__ void column_sum_kernel(const T* m, T* out, T* out2, int64_t rows, int
 
 const int64_t* lengths_ptr(const Tensor& lengths) {
   return lengths.defined() ? static_cast<const int64_t*>(lengths.data_ptr()) : nullptr;
-}
-
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mutable_data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 // out = a @ b + beta * out with the step products in `products` (the slot's contract).

@@ -13,4 +13,14 @@ Tensor allocate_tensor(const Shape& sizes, DType dtype, Device device, const cha
 // A contiguous copy of t on its own device (always a new tensor), through the copy kernel.
 Tensor contiguous_copy(const Tensor& t, const char* op);
 
+// An optional argument's data (null when undefined), as a kernel hands it to its loops.
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mutable_data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
 }  // namespace tapegrad::backend

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/kernel_tensors.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
@@ -12,6 +13,9 @@
 #include "math/layer_norm.h"
 
 namespace tapegrad::cpu {
+
+using backend::data_or_null;
+using backend::mutable_data_or_null;
 
 namespace {
 
@@ -150,15 +154,6 @@ void run_layer_norm_backward_rows(const double* dy, const double* x, const doubl
                                   const double* w, double* dx, double* dw, double* db, int64_t cols, int64_t r0,
                                   int64_t r1) {
   layer_norm_backward_rows(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
-}
-
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mutable_data_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 // Note [layer_norm parameter gradients]: dw and db are sums over all rows. The rows are cut into
