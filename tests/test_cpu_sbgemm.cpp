@@ -161,6 +161,53 @@ TEST(CpuSbgemm, NativeKernelsOnTwoThreads) {
   }
 }
 
+// The cache blocking of the AVX512-BF16 kernel (Note [bf16 blocking]): rows in several blocks of
+// 48, depth across a block of 2048, and panels handed to two threads in chunks.
+TEST(CpuSbgemm, CacheBlocksOfRowsDepthAndPanels) {
+  for (SbgemmKernel kernel : {SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx}) {
+    if (!has(kernel)) continue;
+    SCOPED_TRACE(tapegrad::cpu::sbgemm_kernel_name(kernel));
+    Path path(kernel);
+    for (int threads : {1, 2}) {
+      ThreadCount count(threads);
+      check_case<float>({100, 300, 2100, false, false, 1.0f, 0.0f});
+      check_case<float>({61, 200, 2049, true, true, -1.0f, 0.5f});
+    }
+  }
+}
+
+// A bf16 output (RoundedOutput) has the bits of the float32 result rounded by core/half.h: the
+// kernels round as they store, in one depth block or after several, with beta reading C.
+TEST(CpuSbgemm, RoundedOutputHasTheBitsOfTheRoundedFloatResult) {
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    SCOPED_TRACE(tapegrad::cpu::sbgemm_kernel_name(kernel));
+    Path path(kernel);
+    ThreadCount count(2);
+    for (const Case& t : {Case{70, 200, 300, false, false, 1.0f, 0.0f}, Case{61, 100, 2100, false, true, 1.0f, 0.5f},
+                          Case{5, 33, 7, true, false, 3.0f, 1.0f}}) {
+      SCOPED_TRACE(::testing::Message() << "m=" << t.m << " n=" << t.n << " k=" << t.k);
+      const int64_t a_lead = t.a_transposed ? t.m : t.k, b_lead = t.b_transposed ? t.k : t.n;
+      const std::vector<float> a = random_values(static_cast<size_t>(t.m * t.k), 11);
+      const std::vector<float> b = random_values(static_cast<size_t>(t.k * t.n), 12);
+      const std::vector<float> c0 = random_values(static_cast<size_t>(t.m * t.n), 13);
+      PackedBf16Matrix packed(b.data(), t.b_transposed ? 1 : b_lead, t.b_transposed ? b_lead : 1, t.k, t.n);
+      const int64_t a_rs = t.a_transposed ? 1 : a_lead, a_cs = t.a_transposed ? a_lead : 1;
+      std::vector<float> plain = c0, scratch = c0;
+      tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), a_rs, a_cs, packed, t.beta, plain.data(), t.n);
+      const int64_t ld16 = t.n + 5;  // padded rows: nothing may be written past column n
+      std::vector<BFloat16> out(static_cast<size_t>(t.m * ld16), BFloat16(7.0f));
+      tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), a_rs, a_cs, packed, t.beta, scratch.data(), t.n,
+                            tapegrad::cpu::RoundedOutput{out.data(), ld16});
+      for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < ld16; ++j) {
+          const uint16_t want = j < t.n ? BFloat16(plain[static_cast<size_t>(i * t.n + j)]).bits : BFloat16(7.0f).bits;
+          ASSERT_EQ(out[static_cast<size_t>(i * ld16 + j)].bits, want) << "(" << i << ", " << j << ")";
+        }
+    }
+  }
+}
+
 TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) { run_all(SbgemmKernel::Portable, 2); }
 
 TEST(CpuSbgemm, Bf16SourcesGiveTheSameProducts) {

@@ -59,8 +59,8 @@ class PackedBf16Matrix {
 struct RoundedOutput {
   BFloat16* out = nullptr;
   int64_t ld = 0;
-  // Rounds C's columns [j0, j1) of all m rows into out.
-  void columns(int64_t m, const float* c, int64_t ldc, int64_t j0, int64_t j1) const;
+  // Rounds C's rows [i0, i1), columns [j0, j1) into out.
+  void columns(int64_t i0, int64_t i1, const float* c, int64_t ldc, int64_t j0, int64_t j1) const;
 };
 
 // C = alpha * bf16(A) B + beta * C, C m x n float32 row-major (leading dimension ldc), A m x k with

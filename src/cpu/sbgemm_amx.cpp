@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/bf16_round.h"
+
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define TG_HAVE_AMX 1
 #include <cpuid.h>
@@ -91,20 +93,6 @@ TileTarget target(float* c, int64_t ldc, int64_t m, int64_t n, int64_t i, int64_
   const int64_t rows = std::min<int64_t>(16, m - i), cols = std::min<int64_t>(16, n - j);
   const bool direct = out.c == nullptr && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && rows == 16 && cols == 16;
   return {c + i * ldc + j, rows, cols, direct, out.c != nullptr ? out.c + i * out.ld + j : nullptr, out.ld};
-}
-
-// 16 floats rounded to bf16 as core/half.h rounds them (to nearest even, NaN as 0x7fc0, no flush of
-// denormals), so a rounded product's output has the bits of its float32 result's .to(kBFloat16).
-TG_AMX __m256i round_to_bf16(__m512 x) {
-  constexpr __mmask16 all = 0xFFFF;
-  const __m512i u = _mm512_castps_si512(x);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), _mm512_set1_epi32(1));
-  __m512i rounded =
-      _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
-  rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
-  return _mm512_maskz_cvtepi32_epi16(all, rounded);
 }
 
 // C tile = alpha * scratch + beta * C over its part inside C (beta = 0 never reads C), written to
