@@ -227,6 +227,15 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                  gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
                }
              }
+             if ((need_b_ih || need_b_hh) && recurrence == nullptr) {
+               Tensor db = column_sum(dgates.view({steps * batch, gates_width}));
+               db_ih = need_b_ih ? db : Tensor();
+               db_hh = need_b_hh ? db : Tensor();
+             }
+             // Under autocast the products below all read dgates in the low type: rounded once here
+             // rather than by each of them (on the CPU each rounding is a pass over T x B x 4H
+             // floats, a third of them by columns), and the float32 copy freed.
+             if (products != dt && dgates.numel() > 0) dgates = dgates.to(products);
              Tensor dg2 = dgates.view({steps * batch, gates_width});
              Tensor dx, dw_ih, dw_hh;
              if (need_x) {
@@ -252,11 +261,6 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
                    gemm_(dg_rest.t(), h_rest, dw_hh, 1.0, 1.0);
                  }
                }
-             }
-             if ((need_b_ih || need_b_hh) && recurrence == nullptr) {
-               Tensor db = column_sum(dg2);
-               db_ih = need_b_ih ? db : Tensor();
-               db_hh = need_b_hh ? db : Tensor();
              }
              return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
            },
