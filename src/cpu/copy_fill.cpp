@@ -8,6 +8,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/strided_loop.h"
+#include "cpu/uniform_avx512.h"
 #include "math/philox.h"
 #include "math/unfused.h"
 
@@ -105,6 +106,9 @@ void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 4096, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (have_uniform_f32_avx512()) return uniform_f32_avx512(o + b, b, e, low, high, seed, offset);
+      }
       for (int64_t i = b; i < e; ++i) {
         math::Philox4 r = math::philox4x32_10(offset + static_cast<uint64_t>(i), seed);
         if constexpr (std::is_same_v<T, float>) {
@@ -134,6 +138,9 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 4096, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (have_uniform_f32_avx512()) return uniform_f32_avx512(o + b, b, e, low, high, seed, offset);
+      }
       for (int64_t i = b; i < e; ++i) {
         o[i] = static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
       }
