@@ -158,6 +158,7 @@ void write_json(const CompareReport& report, const std::string& path) {
                             {"openblas_gflops", c.openblas_gflops},
                             {"tapegrad_matmul_gflops", c.tapegrad_gflops},
                             {"tapegrad_bf16_matmul_gflops", c.tapegrad_bf16_gflops},
+                            {"tapegrad_bf16_operands_matmul_gflops", c.tapegrad_bf16_operands_gflops},
                             {"gflops", c.gflops()}};
   } else {
     doc["sgemm_ceiling"] = nullptr;

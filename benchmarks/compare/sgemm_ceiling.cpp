@@ -48,6 +48,8 @@ SgemmCeiling measure_sgemm_ceiling(int64_t n, int calls, bool with_bf16) {
   if (with_bf16) {
     amp::AutocastGuard autocast(kCPU, kBFloat16);
     c.tapegrad_bf16_gflops = best_gflops([&] { result = matmul(a, b); }, flops, calls);
+    const Tensor a16 = a.to(kBFloat16), b16 = b.to(kBFloat16);
+    c.tapegrad_bf16_operands_gflops = best_gflops([&] { result = matmul(a16, b16); }, flops, calls);
   }
   return c;
 }

@@ -13,13 +13,15 @@ struct SgemmCeiling {
   double openblas_gflops = 0;  // cblas_sgemm directly
   double tapegrad_gflops = 0;  // tapegrad::matmul, allocation of the result included
   double tapegrad_bf16_gflops = 0;  // the same under amp::AutocastGuard (bf16 products, f32 sums); 0: not measured
+  double tapegrad_bf16_operands_gflops = 0;  // matmul of two bf16 tensors (the product alone, no casts); 0: not measured
   // The ceiling the percentages use: whichever path is faster is what the hardware can at least do.
   double gflops() const { return openblas_gflops > tapegrad_gflops ? openblas_gflops : tapegrad_gflops; }
 };
 
 // Two warm-up calls then the best of `calls`, on the threads set with tapegrad::set_num_threads.
 // About 15 products of 17 GFLOP each at n = 2048: a second or so at 250 GFLOP/s.
-// with_bf16 also times matmul under autocast (bf16 products).
+// with_bf16 also times matmul under autocast (bf16 products, the f32 operands cast first) and matmul
+// of bf16 tensors (the bf16 GEMM alone).
 SgemmCeiling measure_sgemm_ceiling(int64_t n = 2048, int calls = 5, bool with_bf16 = false);
 
 }  // namespace tapegrad::bench
