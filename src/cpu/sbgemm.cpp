@@ -134,30 +134,31 @@ TG_AVX512_BF16 void columns_to_bf16(const T* a, int64_t cs, int64_t m, int64_t k
   const __m512i interleave = _mm512_load_si512(kInterleave);
   // Depth in blocks of kColumnBlock: a block's source rows (cs apart, often 4 KiB or more) stay in
   // the TLB and cache while every 16 rows of A pass over them. Row by row down the whole depth, each
-  // 64-byte read was on another page: a third of a character LSTM's bf16 step went here.
+  // 64-byte read was on another page: an eighth of a character LSTM's bf16 step went here.
   constexpr int64_t kColumnBlock = 256;
-  for (int64_t block = 0; block < k; block += kColumnBlock)
-  for (int64_t i = 0; i < m; i += 16) {
-    const __mmask16 rows = lanes(m - i);
-    const int64_t row_count = std::min<int64_t>(16, m - i);
-    for (int64_t p0 = block; p0 < std::min(k, block + kColumnBlock); p0 += 32) {
-      __m512i pairs[16];
-      for (int q = 0; q < 16; ++q) {
-        const int64_t p = p0 + 2 * q;
-        if constexpr (std::is_same_v<T, float>) {  // one instruction converts both depths
-          const __m512 lo = p < k ? _mm512_maskz_loadu_ps(rows, a + i + p * cs) : _mm512_setzero_ps();
-          const __m512 hi = p + 1 < k ? _mm512_maskz_loadu_ps(rows, a + i + (p + 1) * cs) : _mm512_setzero_ps();
-          pairs[q] = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        } else {  // each row's pair is its two depths' 16 bits side by side in one 32-bit lane
-          constexpr __mmask16 all = 0xFFFF;
-          const __m256i lo = p < k ? bf16_lanes(a + i + p * cs, rows) : _mm256_setzero_si256();
-          const __m256i hi = p + 1 < k ? bf16_lanes(a + i + (p + 1) * cs, rows) : _mm256_setzero_si256();
-          pairs[q] = _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(all, lo),
-                                     _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi), 16));
+  for (int64_t block = 0; block < k; block += kColumnBlock) {
+    for (int64_t i = 0; i < m; i += 16) {
+      const __mmask16 rows = lanes(m - i);
+      const int64_t row_count = std::min<int64_t>(16, m - i);
+      for (int64_t p0 = block; p0 < std::min(k, block + kColumnBlock); p0 += 32) {
+        __m512i pairs[16];
+        for (int q = 0; q < 16; ++q) {
+          const int64_t p = p0 + 2 * q;
+          if constexpr (std::is_same_v<T, float>) {  // one instruction converts both depths
+            const __m512 lo = p < k ? _mm512_maskz_loadu_ps(rows, a + i + p * cs) : _mm512_setzero_ps();
+            const __m512 hi = p + 1 < k ? _mm512_maskz_loadu_ps(rows, a + i + (p + 1) * cs) : _mm512_setzero_ps();
+            pairs[q] = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+          } else {  // each row's pair is its two depths' 16 bits side by side in one 32-bit lane
+            constexpr __mmask16 all = 0xFFFF;
+            const __m256i lo = p < k ? bf16_lanes(a + i + p * cs, rows) : _mm256_setzero_si256();
+            const __m256i hi = p + 1 < k ? bf16_lanes(a + i + (p + 1) * cs, rows) : _mm256_setzero_si256();
+            pairs[q] = _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(all, lo),
+                                       _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi), 16));
+          }
         }
+        transpose_16x16(pairs);
+        for (int64_t r = 0; r < row_count; ++r) _mm512_storeu_si512(out + (i + r) * ld + p0, pairs[r]);
       }
-      transpose_16x16(pairs);
-      for (int64_t r = 0; r < row_count; ++r) _mm512_storeu_si512(out + (i + r) * ld + p0, pairs[r]);
     }
   }
 }
