@@ -1,6 +1,7 @@
 // The vectorised float uniform draw (src/cpu/uniform_avx512.h) against the scalar Philox path it
 // replaces, bit for bit: odd ranges and lengths, counters across a 2^32 boundary, a range whose top
-// the rounding reaches, and rand() through the public API.
+// the rounding reaches, and rand() through the public API; and randint into a float tensor, which
+// shares the Philox stream but not the conversion (a control that only uniform draws take the path).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -50,6 +51,18 @@ TEST(CpuUniform, RandThroughTheApiMatchesTheScalarDraw) {
   const std::vector<float> want = scalar(0, 3000, 0.0, 1.0, 11, 0);
   const float* got = r.data<float>();
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+}
+
+// randint's integers stored as floats: the scalar integer draw, not a uniform one.
+TEST(CpuUniform, RandintIntoFloatsStaysIntegral) {
+  tapegrad::Generator g(5);
+  const tapegrad::Tensor r = tapegrad::randint(-7, 1000, {2000}, tapegrad::TensorOptions(tapegrad::kFloat32), &g);
+  const float* got = r.data<float>();
+  for (int64_t i = 0; i < 2000; ++i) {
+    const int64_t want =
+        tapegrad::math::randint_value(tapegrad::math::philox4x32_10(static_cast<uint64_t>(i), 5), -7, 1007);
+    ASSERT_EQ(got[i], static_cast<float>(want)) << "element " << i;
+  }
 }
 
 }  // namespace

@@ -138,9 +138,6 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 4096, [&](int64_t b, int64_t e) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (have_uniform_f32_avx512()) return uniform_f32_avx512(o + b, b, e, low, high, seed, offset);
-      }
       for (int64_t i = b; i < e; ++i) {
         o[i] = static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
       }
