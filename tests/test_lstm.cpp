@@ -2,7 +2,13 @@
 // step with basic ops through autograd. Forward and gradients in f32, and gradcheck in f64, for
 // forward and reverse directions and variable-length batches.
 #include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "backend/weight_layouts.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -295,5 +301,135 @@ TEST(Training, TinyLstmLearnsToCountSigns) {
   EXPECT_LT(last, 0.25);
 }
 
+// Note [kept weight layouts]: inside a WeightLayoutScope the CPU recurrence reuses the weight
+// layouts it made, and must make a fresh one whenever a weight has been written; outside any scope
+// every call makes its own.
+struct LayoutRun {
+  Tensor output, grad_w_hh;
+};
+
+LayoutRun run_layer(const LstmInputs& in) {
+  for (const Tensor* t : {&in.x, &in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh})
+    if (t->grad().defined()) t->grad().zero_();
+  LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, Tensor(), false);
+  sum(mul(out.output, out.output)).backward();
+  return {out.output.detach().clone(), in.w_hh.grad().clone()};
+}
+
+// The same layer on fresh copies of the weights, with no layouts kept: what any call must give.
+LayoutRun run_on_copies(const LstmInputs& in) {
+  backend::WeightLayoutScope none(nullptr);
+  LstmInputs fresh = in;
+  for (Tensor* t : {&fresh.w_ih, &fresh.w_hh, &fresh.b_ih, &fresh.b_hh}) *t = t->detach().clone().requires_grad_();
+  fresh.x = in.x.detach().requires_grad_();
+  return run_layer(fresh);
+}
+
+// Bit for bit (no NaN arises here).
+bool equal(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && allclose(a, b, 0.0, 0.0); }
+
+void expect_same(const LayoutRun& got, const LayoutRun& want, const std::string& what) {
+  EXPECT_TRUE(equal(got.output, want.output)) << what << ": output";
+  EXPECT_TRUE(equal(got.grad_w_hh, want.grad_w_hh)) << what << ": grad of weight_hh";
+}
+
+int64_t made_since(const backend::WeightLayoutCounts& before) { return backend::weight_layout_counts().made - before.made; }
+int64_t reused_since(const backend::WeightLayoutCounts& before) {
+  return backend::weight_layout_counts().reused - before.reused;
+}
+
+TEST(LstmWeightLayouts, ReusedInsideAScopeWhileTheWeightsAreUnchanged) {
+  for (bool bf16 : {false, true}) {
+    std::optional<amp::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(kCPU, kBFloat16);
+    LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, bf16 ? 41 : 40);
+    backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+    const backend::WeightLayoutCounts before = backend::weight_layout_counts();
+    LayoutRun first = run_layer(in);
+    LayoutRun second = run_layer(in);
+    // The forward's layout is made once and reused; under autocast, the backward's too.
+    EXPECT_EQ(made_since(before), bf16 ? 2 : 1) << "bf16 " << bf16;
+    EXPECT_EQ(reused_since(before), bf16 ? 2 : 1) << "bf16 " << bf16;
+    const std::string kind = bf16 ? ", bf16" : "";
+    expect_same(second, first, "second call" + kind);
+    expect_same(second, run_on_copies(in), "against fresh weights" + kind);
+  }
+}
+
+TEST(LstmWeightLayouts, OutsideAScopeEveryCallMakesItsOwn) {
+  // A write through the data pointer bumps no version: outside a scope it is still seen.
+  LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, 45);
+  const backend::WeightLayoutCounts before = backend::weight_layout_counts();
+  LayoutRun first = run_layer(in);
+  static_cast<float*>(in.w_hh.data_ptr())[3] += 0.5f;
+  LayoutRun second = run_layer(in);
+  EXPECT_EQ(made_since(before), 0);
+  EXPECT_EQ(reused_since(before), 0);
+  EXPECT_FALSE(equal(second.output, first.output));
+  expect_same(second, run_on_copies(in), "after a raw write");
+}
+
+TEST(LstmWeightLayouts, EveryWriteToAWeightMakesAFreshLayout) {
+  for (bool bf16 : {false, true}) {
+    std::optional<amp::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(kCPU, kBFloat16);
+    LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, 42);
+    backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+    // Control: each write below changes the result, so a stale layout would be seen.
+    const std::vector<std::pair<const char*, std::function<void()>>> writes = {
+        {"weight_ih add_", [&] { NoGradGuard g; in.w_ih.add_(0.25); }},
+        {"weight_hh mul_", [&] { NoGradGuard g; in.w_hh.mul_(-1.0); }},
+        {"bias_hh copy_", [&] { NoGradGuard g; in.b_hh.copy_(full({64}, 0.5)); }},
+        {"optimizer step", [&] {
+           optim::SGD opt({in.w_ih, in.w_hh, in.b_ih, in.b_hh}, optim::SGDOptions(0.5));
+           opt.step();  // the gradients of the last run
+         }},
+    };
+    LayoutRun previous = run_layer(in);
+    for (const auto& [what, write] : writes) {
+      write();
+      LayoutRun now = run_layer(in);
+      EXPECT_FALSE(equal(now.output, previous.output)) << what << ": the control did not change the output";
+      expect_same(now, run_on_copies(in), std::string(what) + (bf16 ? ", bf16" : ""));
+      previous = now;
+    }
+  }
+}
+
+TEST(LstmWeightLayouts, NewWeightsInTheSameShapeAreNotConfused) {
+  // Layouts of freed weights are dropped, and a new tensor (maybe at the freed address) is new.
+  backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+  LayoutRun first;
+  {
+    LstmInputs a = make_inputs(4, 3, 5, 8, kFloat32, false, 43);
+    first = run_layer(a);
+  }
+  LstmInputs b = make_inputs(4, 3, 5, 8, kFloat32, false, 44);
+  LayoutRun second = run_layer(b);
+  EXPECT_FALSE(equal(first.output, second.output));
+  expect_same(second, run_on_copies(b), "new weights");
+}
+
+TEST(LstmWeightLayouts, ACheckpointedModuleSharesLayoutsAcrossItsForwardRuns) {
+  // Two layers, both directions, four runs of steps: a direction's four forward runs read one
+  // layout; each recomputation in backward makes its own (none is live at the backward's peak);
+  // the next step, after the optimiser, starts anew.
+  manual_seed(46);
+  nn::LSTM lstm(5, 8, nn::LSTMOptions().num_layers(2).bidirectional(true).checkpoint_segments(4));
+  optim::SGD opt(lstm.parameters(), optim::SGDOptions(0.1));
+  Tensor x = randn({12, 3, 5});
+  for (int step = 0; step < 2; ++step) {
+    backend::WeightLayoutCounts before = backend::weight_layout_counts();
+    Tensor loss = sum(lstm.forward(x).output);
+    EXPECT_EQ(made_since(before), 4) << "step " << step;
+    EXPECT_EQ(reused_since(before), 4 * 3) << "step " << step;
+    before = backend::weight_layout_counts();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    EXPECT_EQ(made_since(before), 0) << "step " << step;
+    EXPECT_EQ(reused_since(before), 0) << "step " << step;
+  }
+}
 }  // namespace
 }  // namespace tapegrad

@@ -10,6 +10,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/gemm_rows.h"
+#include "cpu/lstm_weight_layout.h"
 #include "cpu/parallel.h"
 #include "cpu/sbgemm.h"
 #include "cpu/vec_math.h"
@@ -215,28 +216,14 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   const int64_t state = batch * hidden, width = 4 * hidden, depth = input + hidden;
   const bool bf16 = products == kBFloat16;
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
-  // w_t = [W_ih^T; W_hh^T] [I + H, 4H], made once per call (a copy the size of the weights; the GPU
-  // reads the weights where they are instead), from the caching allocator and through the copy
-  // kernel's blocked transposes: a fresh zeroed vector cost a batch-1 step page faults each call.
-  const Tensor w_t = backend::allocate_tensor({depth, width}, gates.dtype(), gates.device(), "lstm");
-  copy(w_ih.detach().t(), w_t.narrow(0, 0, input));
-  copy(w_hh.detach().t(), w_t.narrow(0, input, hidden));
-  // bias = b_ih + b_hh (undefined: none).
-  Tensor bias;
-  if (b_ih.defined() && b_hh.defined()) {
-    bias = backend::allocate_tensor({width}, gates.dtype(), gates.device(), "lstm");
-    binary(BinaryOp::Add, b_ih.detach(), b_hh.detach(), bias);
-  } else if (b_ih.defined() || b_hh.defined()) {
-    bias = (b_ih.defined() ? b_ih : b_hh).detach();
-  }
+  // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and b_ih + b_hh, made once for every step (or kept from an
+  // earlier call with the same weights: Note [kept weight layouts]).
+  const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products);
+  const Tensor& bias = layout->bias;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    PackedBf16Matrix w_bf16;
-    if constexpr (std::is_same_v<T, float>) {
-      if (bf16) w_bf16 = PackedBf16Matrix(static_cast<const float*>(w_t.data_ptr()), width, 1, depth, width);
-    }
     const T* xs = static_cast<const T*>(x.data_ptr());
-    const T* w = static_cast<const T*>(w_t.data_ptr());
+    const T* w = static_cast<const T*>(layout->w_t.data_ptr());
     const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     T* z = static_cast<T*>(gates.data_ptr());
     T* h = static_cast<T*>(h_all.data_ptr());
@@ -260,7 +247,7 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
         const T beta = b != nullptr ? T(1) : T(0);
         if constexpr (std::is_same_v<T, float>) {
           if (bf16) {
-            sbgemm(rows, 1.0f, xht, depth, 1, w_bf16, beta, zt + b0 * width, width);
+            sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, beta, zt + b0 * width, width);
           } else {
             gemm_rows(rows, width, depth, xht, depth, w, width, beta, zt + b0 * width, width);
           }
@@ -292,9 +279,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
   const int64_t state = batch * hidden, width = 4 * hidden;
   const bool bf16 = products == kBFloat16;
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
-  const PackedBf16Matrix w_hh_bf16 = bf16 ? PackedBf16Matrix(static_cast<const float*>(w_hh.data_ptr()), hidden, 1,
-                                                             width, hidden)
-                                          : PackedBf16Matrix();
+  const std::shared_ptr<const PackedBf16Matrix> w_hh_bf16 = bf16 ? backward_w_hh_bf16(w_hh) : nullptr;
   // The incoming output gradient may be any view, or undefined (zeros) when the sequence is unused.
   const bool has_output_grad = grad_h_all.defined();
   const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
@@ -344,7 +329,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
         // dh_prev += dgates W_hh, this slice's rows only
         if constexpr (std::is_same_v<T, float>) {
           if (bf16) {
-            sbgemm(b1 - b0, 1.0f, dzt + b0 * width, width, 1, w_hh_bf16, 1.0f, dhp + b0 * hidden, hidden);
+            sbgemm(b1 - b0, 1.0f, dzt + b0 * width, width, 1, *w_hh_bf16, 1.0f, dhp + b0 * hidden, hidden);
             continue;
           }
         }

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/kernel_table.h"
+#include "backend/weight_layouts.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/grad_mode.h"
 
@@ -135,20 +136,26 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
     const bool reverse = d == 1;
     std::vector<Tensor> pieces(static_cast<size_t>(runs));
     Tensor h = h0[static_cast<size_t>(d)], c = c0[static_cast<size_t>(d)];
-    for (int64_t i = 0; i < runs; ++i) {
-      const int64_t r = reverse ? runs - 1 - i : i;
-      const int64_t begin = r * steps / runs, end = (r + 1) * steps / runs;
-      Tensor lens = lengths.defined() ? run_lengths(all_lengths, begin, end) : Tensor();
-      CheckpointFunction fn = [w, lens, reverse](const std::vector<Tensor>& in) {
-        LstmLayerOutput o = lstm_layer(in[0], in[1], in[2], w[0], w[1], w[2], w[3], lens, reverse);
-        return std::vector<Tensor>{o.output, o.h_n, o.c_n};
-      };
-      const std::vector<Tensor> in{input.narrow(0, begin, end - begin), h, c};
-      const bool plain = keep_last && d + 1 == directions && i + 1 == runs;
-      std::vector<Tensor> o = plain ? fn(in) : checkpoint(fn, in, /*preserve_rng_state=*/false);
-      pieces[static_cast<size_t>(r)] = o[0];
-      h = o[1];
-      c = o[2];
+    // The runs share their weights' layout (Note [kept weight layouts]), freed as they end, before
+    // the output is joined. Only the forward's runs: each recomputation, in backward, makes its
+    // own, so no layout is live while a run's backward holds its recomputed activations.
+    {
+      backend::WeightLayoutScope layout_scope(std::make_shared<backend::WeightLayouts>());
+      for (int64_t i = 0; i < runs; ++i) {
+        const int64_t r = reverse ? runs - 1 - i : i;
+        const int64_t begin = r * steps / runs, end = (r + 1) * steps / runs;
+        Tensor lens = lengths.defined() ? run_lengths(all_lengths, begin, end) : Tensor();
+        CheckpointFunction fn = [w, lens, reverse](const std::vector<Tensor>& in) {
+          LstmLayerOutput o = lstm_layer(in[0], in[1], in[2], w[0], w[1], w[2], w[3], lens, reverse);
+          return std::vector<Tensor>{o.output, o.h_n, o.c_n};
+        };
+        const std::vector<Tensor> in{input.narrow(0, begin, end - begin), h, c};
+        const bool plain = keep_last && d + 1 == directions && i + 1 == runs;
+        std::vector<Tensor> o = plain ? fn(in) : checkpoint(fn, in, /*preserve_rng_state=*/false);
+        pieces[static_cast<size_t>(r)] = o[0];
+        h = o[1];
+        c = o[2];
+      }
     }
     outputs.push_back(cat(pieces, 0));
     result[static_cast<size_t>(1 + d)] = h;
