@@ -34,4 +34,14 @@ if(tapegrad_sanitize_flags)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${tapegrad_sanitize_flags}>")
   add_link_options("$<$<LINK_LANGUAGE:CXX>:${tapegrad_sanitize_flags}>")
   message(STATUS "tapegrad: sanitizer flags ${tapegrad_sanitize_flags}")
+  # The sanitizers' per-check records make the instrumented library carry about two million
+  # relative relocations, applied at every process start: each of the ~1300 test cases is a
+  # process of its own. Packed (DT_RELR, glibc 2.36 and binutils 2.38 or later), a test process
+  # starts with about a tenth less CPU time and 45 MB less memory. Sanitizer builds only: a packed
+  # library does not load on an older glibc.
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-Wl,-z,pack-relative-relocs" tapegrad_linker_packs_relocs)
+  if(tapegrad_linker_packs_relocs)
+    add_link_options("$<$<LINK_LANGUAGE:CXX>:-Wl,-z,pack-relative-relocs>")
+  endif()
 endif()

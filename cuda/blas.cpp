@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backend/kernel_tensors.h"
+#include "cublas_loader.h"
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
@@ -90,11 +91,11 @@ void call_cublas(const GemmArgs& g) {
     auto* c = static_cast<double*>(g.out.data_ptr());
     if (g.batch == 1) {
       TG_CUBLAS_CHECK(
-          cublasDgemm_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, a, g.a.lead, &beta, c, ldc),
+          cublas_api().dgemm(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, a, g.a.lead, &beta, c, ldc),
           where);
     } else {
       TG_CUBLAS_CHECK(
-          cublasDgemmStridedBatched_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, g.b.batch_stride, a,
+          cublas_api().dgemm_strided_batched(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, g.b.batch_stride, a,
                                        g.a.lead, g.a.batch_stride, &beta, c, ldc, stride_c, g.batch),
           where);
     }
@@ -112,12 +113,12 @@ void call_cublas(const GemmArgs& g) {
   const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
   cuda::note_gemm();
   if (g.batch == 1) {
-    TG_CUBLAS_CHECK(cublasGemmEx_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type,
+    TG_CUBLAS_CHECK(cublas_api().gemm_ex(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type,
                                     g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(), c_type, ldc,
                                     compute, CUBLAS_GEMM_DEFAULT),
                     where);
   } else {
-    TG_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(),
+    TG_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(),
                                                   type, g.b.lead, g.b.batch_stride, g.a.tensor.data_ptr(), type,
                                                   g.a.lead, g.a.batch_stride, &beta, g.out.data_ptr(), c_type, ldc,
                                                   stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT),

@@ -29,6 +29,7 @@
 #include <unordered_map>
 
 #include "backend/kernel_tensors.h"
+#include "cublas_loader.h"
 #include "cublas_handle.h"
 #include "cuda_kernels.h"
 #include "launch.h"
@@ -51,7 +52,7 @@ cublasLtHandle_t lt_handle(int device) {
   static auto* handles = new std::unordered_map<int, cublasLtHandle_t>;  // never destroyed
   std::lock_guard<std::mutex> lock(mutex);
   cublasLtHandle_t& handle = (*handles)[device];
-  if (handle == nullptr) TG_CUBLAS_CHECK(cublasLtCreate(&handle), "linear");
+  if (handle == nullptr) TG_CUBLAS_CHECK(cublas_api().lt_create(&handle), "linear");
   return handle;
 }
 
@@ -136,11 +137,11 @@ struct PlanCache {
   ~PlanCache() {
     for (auto& [key, p] : plans) {
       (void)key;
-      cublasLtMatmulPreferenceDestroy(p.preference);
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.d);
-      cublasLtMatmulDescDestroy(p.desc);
+      cublas_api().lt_matmul_preference_destroy(p.preference);
+      cublas_api().lt_matrix_layout_destroy(p.a);
+      cublas_api().lt_matrix_layout_destroy(p.b);
+      cublas_api().lt_matrix_layout_destroy(p.d);
+      cublas_api().lt_matmul_desc_destroy(p.desc);
     }
   }
 };
@@ -159,29 +160,29 @@ struct Problem {
 
 Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
   Plan plan;
-  TG_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, p.compute, CUDA_R_32F));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_create(&plan.desc, p.compute, CUDA_R_32F));
   const int32_t transa = p.lt_a.op, transb = p.lt_b.op;
   const uint32_t epilogue = p.epilogue;
-  TG_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
-  TG_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
-  TG_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   // The heuristic reads the bias pointer's alignment (the key holds it).
-  TG_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
   // Stored shapes: op(A) [m, k] and op(B) [k, n], transposed as stored.
   const bool ta = p.lt_a.op == CUBLAS_OP_T, tb = p.lt_b.op == CUBLAS_OP_T;
-  TG_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lt_a.ld));
-  TG_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, p.ab_type, tb ? p.n : p.k, tb ? p.k : p.n, p.lt_b.ld));
-  TG_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, p.d_type, p.m, p.n, p.m));
-  TG_LT_CHECK(cublasLtMatmulPreferenceCreate(&plan.preference));
+  TG_LT_CHECK(cublas_api().lt_matrix_layout_create(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lt_a.ld));
+  TG_LT_CHECK(cublas_api().lt_matrix_layout_create(&plan.b, p.ab_type, tb ? p.n : p.k, tb ? p.k : p.n, p.lt_b.ld));
+  TG_LT_CHECK(cublas_api().lt_matrix_layout_create(&plan.d, p.d_type, p.m, p.n, p.m));
+  TG_LT_CHECK(cublas_api().lt_matmul_preference_create(&plan.preference));
   const uint64_t max_workspace = kMaxWorkspaceBytes;
-  TG_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(plan.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  TG_LT_CHECK(cublas_api().lt_matmul_preference_set_attribute(plan.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &max_workspace, sizeof(max_workspace)));
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    TG_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(plan.preference, attr, &kAlignment, sizeof(kAlignment)));
+    TG_LT_CHECK(cublas_api().lt_matmul_preference_set_attribute(plan.preference, attr, &kAlignment, sizeof(kAlignment)));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
+  const cublasStatus_t status = cublas_api().lt_matmul_algo_get_heuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
                                                                 plan.preference, 1, &result, &returned);
   // No algorithm is an answer, not an error: the plain path runs the problem. cuBLASLt says so with
   // NOT_SUPPORTED, an empty result, or (PyTorch has seen it for unit dimensions) INVALID_VALUE. In
@@ -222,7 +223,7 @@ bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const 
   if (found == t_plans.plans.end()) found = t_plans.plans.emplace(key, make_plan(handle, p)).first;
   const Plan& plan = found->second;
   if (!plan.found) return false;
-  TG_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
   // Bytes as float32 elements: a tensor gives the memory back to the cache when it goes.
   Tensor workspace;
   if (plan.workspace > 0)
@@ -230,7 +231,7 @@ bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const 
                                          "linear");
   const float alpha = 1.0f, beta = 0.0f;
   cuda::note_gemm();
-  TG_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, b.data_ptr(), plan.a, a.data_ptr(), plan.b, &beta,
+  TG_LT_CHECK(cublas_api().lt_matmul(handle, plan.desc, &alpha, b.data_ptr(), plan.a, a.data_ptr(), plan.b, &beta,
                              out.data_ptr(), plan.d, out.data_ptr(), plan.d, &plan.algo,
                              workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace, current_stream()));
   return true;  // the workspace returns to the cache in stream order, after the product

@@ -9,6 +9,7 @@
 // used on, allocated from the device allocator. Stream handles are reused once destroyed, so the
 // list stays short in practice; should a thread cycle through many streams, the workspaces are
 // dropped together after a device synchronisation (the only point where none can be in use).
+#include "cublas_loader.h"
 #include "cublas_handle.h"
 
 #include <mutex>
@@ -22,7 +23,7 @@
 namespace tapegrad::cuda_backend {
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* where) {
-  detail::throw_error(detail::str_cat(where, ": cuBLAS call ", call, " failed: ", cublasGetStatusString(status),
+  detail::throw_error(detail::str_cat(where, ": cuBLAS call ", call, " failed: ", cublas_api().get_status_string(status),
                                       " (status ", static_cast<int>(status), ")"));
 }
 
@@ -50,7 +51,7 @@ class HandlePool {
       }
     }
     auto* pooled = new PooledHandle;  // owned by the pool from now on, for the life of the process
-    TG_CUBLAS_CHECK(cublasCreate(&pooled->handle), "cublas");
+    TG_CUBLAS_CHECK(cublas_api().create(&pooled->handle), "cublas");
     return pooled;
   }
 
@@ -89,7 +90,7 @@ cublasHandle_t cublas_handle() {
 
   cudaStream_t stream = current_stream();
   // cublasSetStream resets the workspace to cuBLAS's default pool, so the workspace is set after it.
-  TG_CUBLAS_CHECK(cublasSetStream(pooled->handle, stream), "cublas");
+  TG_CUBLAS_CHECK(cublas_api().set_stream(pooled->handle, stream), "cublas");
   auto found = pooled->workspaces.find(stream);
   if (found == pooled->workspaces.end()) {
     if (pooled->workspaces.size() >= kMaxWorkspacesPerHandle) {
@@ -101,7 +102,7 @@ cublasHandle_t cublas_handle() {
     found = pooled->workspaces.emplace(stream, std::move(memory)).first;
   }
   void* workspace = found->second.ptr;
-  TG_CUBLAS_CHECK(cublasSetWorkspace(pooled->handle, workspace, kWorkspaceBytes), "cublas");
+  TG_CUBLAS_CHECK(cublas_api().set_workspace(pooled->handle, workspace, kWorkspaceBytes), "cublas");
   return pooled->handle;
 }
 

@@ -86,6 +86,11 @@ const Layout& layout(const std::string& name) {
   throw std::runtime_error("no layout " + name);
 }
 
+// The rows of the large 2-D shape [rows, 1021]: a million elements span more blocks than one launch
+// of the strided pointwise grid (and load a GPU); on the emulator, which runs every thread on the
+// CPU, 131 rows keep it multi-block, and CudaPointwise.GridStrideSizes covers the grid-stride loop.
+int64_t large_rows() { return testing::gpu_size(1031, 131); }
+
 // Odd sizes (1, 3, 1023, 2^20 + 7) and a large 2-D one, as [m, n]. The large ones run for the
 // layouts that take different kernel paths (vectorised, strided 2-D, strided 1-D) and stay out of
 // the others, where they would add time, not coverage.
@@ -96,7 +101,7 @@ const std::vector<Shape>& all_shapes() {
                                             {1, 3},
                                             {3, 341},
                                             {1, testing::gpu_size((1 << 20) + 7, (1 << 16) + 7)},
-                                            {testing::gpu_size(1031, 131), 1021}};
+                                            {large_rows(), 1021}};
   return shapes;
 }
 const std::vector<Shape>& shapes_for(const std::string& layout_name) {
@@ -180,7 +185,7 @@ TEST(CudaCopy, SpecialFloatValues) {
 
 TEST(CudaCopy, LargeTensors) {
   SKIP_WITHOUT_GPU();
-  for (const Shape& shape : {Shape{1, (1 << 20) + 7}, Shape{1031, 1021}, Shape{1, (1 << 22) + 3}}) {
+  for (const Shape& shape : {Shape{1, (1 << 20) + 7}, Shape{large_rows(), 1021}, Shape{1, (1 << 22) + 3}}) {
     for (const char* name : {"contiguous", "transposed", "misaligned"}) {
       const Layout& l = layout(name);
       Pair x = operand(l, shape, kFloat32, 3, -2.0, 2.0);
@@ -355,7 +360,7 @@ TEST(CudaUnary, HalfTypesComputeInFloat) {
   SKIP_WITHOUT_GPU();
   for (const UnaryCase& c : unary_cases()) {
     for (const char* name : {"contiguous", "transposed", "misaligned"}) {
-      for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{testing::gpu_size(1031, 131), 1021}}) {
+      for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
         for (DType dt : {kFloat16, kBFloat16}) {
           check_op([&](const std::vector<Tensor>& in) { return c.fn(in[0]); },
                    {operand(layout(name), shape, dt, 22, c.lo, c.hi)}, math_tol(dt), label(c.name, layout(name), shape));
@@ -397,7 +402,7 @@ TEST(CudaUnary, BackwardMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : {kFloat32, kFloat64}) {
-      for (const Shape& shape : {Shape{1, 3}, Shape{37, 29}, Shape{1031, 1021}}) {
+      for (const Shape& shape : {Shape{1, 3}, Shape{37, 29}, Shape{large_rows(), 1021}}) {
         Tensor base = uniform_cpu({shape[1], shape[0]}, dt, 31, c.lo, c.hi);
         Tensor g = uniform_cpu(shape, dt, 32, -1, 1);
         Tensor leaf_cpu = base.clone().requires_grad_(true);
@@ -517,7 +522,7 @@ TEST(CudaBinary, NanPropagation) {
 TEST(CudaBinary, InPlaceWritesIntoTheFirstOperand) {
   SKIP_WITHOUT_GPU();
   for (const char* name : {"contiguous", "transposed", "strided", "misaligned"}) {
-    for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{1031, 1021}}) {
+    for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
       for (DType dt : {kFloat32, kFloat64, kInt32, kInt64, kFloat16}) {
         Pair self = operand(layout(name), shape, dt, 51, -3, 3);
         Pair other = operand(layout("broadcast_row"), shape, dt, 52, 1, 3);
@@ -595,7 +600,7 @@ TEST(CudaCompare, EveryOpDtypeAndLayout) {
       for (size_t p = 0; p < kLayoutPairs.size(); ++p) {
         auto [la, lb] = kLayoutPairs[p];
         // The large shape for two pairs only: the rest add time, not coverage.
-        for (const Shape& shape : p < 2 ? std::vector<Shape>{{1, 1}, {3, 341}, {1031, 1021}}
+        for (const Shape& shape : p < 2 ? std::vector<Shape>{{1, 1}, {3, 341}, {large_rows(), 1021}}
                                         : std::vector<Shape>{{1, 1}, {3, 341}}) {
           Pair a = coarse_pair(layout(la), shape, dt, 71), b = coarse_pair(layout(lb), shape, dt, 72);
           Tensor want = fn(is_half(dt) ? a.cpu.to(kFloat32) : a.cpu, is_half(dt) ? b.cpu.to(kFloat32) : b.cpu);
@@ -611,7 +616,7 @@ TEST(CudaCompare, EveryOpDtypeAndLayout) {
 TEST(CudaWhere, EveryDtypeWithBroadcastCondition) {
   SKIP_WITHOUT_GPU();
   for (DType dt : kAllDtypes) {
-    for (const Shape& shape : {Shape{1, 1}, Shape{1, 3}, Shape{3, 341}, Shape{1031, 1021}}) {
+    for (const Shape& shape : {Shape{1, 1}, Shape{1, 3}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
       for (auto [lc, la, lb] : std::vector<std::tuple<const char*, const char*, const char*>>{
                {"contiguous", "contiguous", "contiguous"},
                {"broadcast_row", "transposed", "strided"},
@@ -649,7 +654,7 @@ TEST(CudaClamp, NumericDtypesNanAndInPlace) {
                                                          {-0.7, 100.0}};
   for (DType dt : {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16}) {
     for (const char* name : {"contiguous", "transposed", "strided", "misaligned", "broadcast_row"}) {
-      for (const Shape& shape : {Shape{1, 1}, Shape{3, 341}, Shape{1031, 1021}}) {
+      for (const Shape& shape : {Shape{1, 1}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
         Pair x = coarse_pair(layout(name), shape, dt, 91);
         for (auto [lo, hi] : bounds) {
           Tensor want = clamp(is_half(dt) ? x.cpu.to(kFloat32) : x.cpu, lo, hi);
