@@ -5,11 +5,13 @@
 // always.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "cpu/cpu_kernels.h"
 #include "cpu/sbgemm.h"
 #include "tapegrad/tapegrad.h"
 
@@ -262,4 +264,98 @@ TEST(CpuSbgemm, EmptyDepthScalesC) {
   EXPECT_EQ(c, (std::vector<float>{0.5f, 1, 1.5f, 2}));
   tapegrad::cpu::sbgemm(2, 1.0f, static_cast<const float*>(nullptr), 0, 1, packed, 0.0f, c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
+
+// Tall, narrow products (few panels, many rows: what a product computed transposed asks for) split
+// their rows between the threads instead of their panels, one panel included.
+TEST(CpuSbgemm, TallNarrowProductsSplitTheirRows) {
+  for (SbgemmKernel kernel : {SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx}) {
+    if (!has(kernel)) continue;
+    SCOPED_TRACE(tapegrad::cpu::sbgemm_kernel_name(kernel));
+    Path path(kernel);
+    ThreadCount count(2);
+    check_case<float>({512, 64, 1000, false, false, 1.0f, 0.0f});
+    check_case<float>({197, 17, 700, false, true, -1.0f, 0.5f});
+    check_case<float>({100, 96, 300, true, false, 2.0f, 1.0f});
+    check_case<BFloat16>({301, 40, 130, false, true, 1.0f, 0.25f});
+  }
+}
+
+// store_transposed: C = T^T + beta C on every kernel, float32 and bf16 C, shapes off the 16 x 16
+// blocks, beta = 0 never reading C (NaN there), nothing written past C's columns.
+TEST(CpuSbgemm, StoreTransposedAddsTheTransposeAndRoundsOnce) {
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    SCOPED_TRACE(tapegrad::cpu::sbgemm_kernel_name(kernel));
+    Path path(kernel);
+    for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {16, 16}, {33, 70}, {64, 512}})
+      for (float beta : {0.0f, 1.0f, -0.5f}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " m=" << m << " beta=" << beta);
+        const int64_t ldt = n + 2, ldc = m + 3;
+        const std::vector<float> t = random_values(static_cast<size_t>(m * ldt), 21);
+        std::vector<float> c = random_values(static_cast<size_t>(n * ldc), 22);
+        std::vector<BFloat16> c16(c.begin(), c.end());
+        if (beta == 0.0f)
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = c16[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<float> c_before = c;
+        const std::vector<BFloat16> c16_before = c16;
+        tapegrad::cpu::store_transposed(t.data(), ldt, n, m, beta, c.data(), nullptr, ldc);
+        tapegrad::cpu::store_transposed(t.data(), ldt, n, m, beta, nullptr, c16.data(), ldc);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i * ldc + j);
+            if (j >= m) {
+              ASSERT_EQ(c[at], c_before[at]);
+              ASSERT_EQ(c16[at].bits, c16_before[at].bits);
+              continue;
+            }
+            const float x = t[static_cast<size_t>(j * ldt + i)];
+            const float want = beta == 0.0f ? x : std::fma(beta, c_before[at], x);
+            const float want16 = beta == 0.0f ? x : std::fma(beta, static_cast<float>(c16_before[at]), x);
+            ASSERT_EQ(c[at], want) << "(" << i << ", " << j << ")";
+            ASSERT_EQ(c16[at].bits, BFloat16(want16).bits) << "(" << i << ", " << j << ")";
+          }
+      }
+  }
+}
+
+// A small batch times a weight read through .t() (linear's x W^T) is computed as (W x^T)^T on the
+// AVX512-BF16 kernel (Note [products computed transposed]). The two orders of the operands multiply
+// the same bf16 pairs in the same order, so the result has the bits of the plain product, which a
+// contiguous copy of W^T (read by rows, never transposed) gives; float32 and bf16 outputs, with and
+// without a bias, and a bf16 batch.
+TEST(CpuSbgemm, ProductsComputedTransposedHaveThePlainProductsBits) {
+  if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  using namespace tapegrad;
+  Path path(SbgemmKernel::Avx512Bf16);
+  ThreadCount count(2);
+  // The control: the shapes below do take the transposed path, and the copy does not.
+  ASSERT_TRUE(cpu::sbgemm_transposed_is_cheaper(64, 1000, 512, 1, 1000));
+  ASSERT_FALSE(cpu::sbgemm_transposed_is_cheaper(64, 1000, 512, 512, 1));
+  ASSERT_FALSE(cpu::sbgemm_transposed_is_cheaper(256, 1000, 512, 1, 1000));  // too many rows
+  manual_seed(3);
+  for (auto [n, k, m] : {std::array<int64_t, 3>{64, 1000, 512}, {7, 701, 97}, {33, 400, 200}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " k=" << k << " m=" << m);
+    ASSERT_TRUE(cpu::sbgemm_transposed_is_cheaper(n, k, m, 1, k));
+    const Tensor x = randn({n, k}), w = randn({m, k}), bias = randn({m});
+    const Tensor w_t_rows = w.t().contiguous();
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    for (const Tensor& input : {x, x.to(kBFloat16)}) {
+      const Tensor transposed = mm(input, w.t()), plain = mm(input, w_t_rows);
+      ASSERT_EQ(transposed.dtype(), kBFloat16);
+      EXPECT_TRUE(allclose(transposed, plain, 0.0, 0.0));
+      EXPECT_TRUE(allclose(linear(input, w, bias), addmm(bias, input, w_t_rows), 0.0, 0.0));
+    }
+    // A float32 output (a weight gradient's kind): straight, not rounded.
+    const Tensor out32 = empty({n, m}), plain32 = empty({n, m});
+    cpu::gemm_mixed(x, w.t(), out32, 1.0, 0.0, kBFloat16);
+    cpu::gemm_mixed(x, w_t_rows, plain32, 1.0, 0.0, kBFloat16);
+    EXPECT_TRUE(allclose(out32, plain32, 0.0, 0.0));
+    // beta reads the float32 output it adds to.
+    const Tensor c0 = randn({n, m}), with_beta = c0.clone(), plain_beta = c0.clone();
+    cpu::gemm_mixed(x, w.t(), with_beta, 2.0, 0.5, kBFloat16);
+    cpu::gemm_mixed(x, w_t_rows, plain_beta, 2.0, 0.5, kBFloat16);
+    EXPECT_TRUE(allclose(with_beta, plain_beta, 0.0, 0.0));
+  }
 }

@@ -300,14 +300,33 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
   TG_CHECK(f32_or_bf16(a) && f32_or_bf16(b) && f32_or_bf16(out), "mm: bf16 products need float32 or bfloat16 tensors, got ",
            a.dtype(), ", ", b.dtype(), " and ", out.dtype());
   TG_ASSERT(out.stride(1) == 1 || m == 1);
+  const int64_t ldc = std::max<int64_t>(out.stride(0), std::max<int64_t>(m, 1));
+  thread_local std::vector<float> scratch;  // float32 sums before their last pass; kept: small products run every step
+  if (sbgemm_transposed_is_cheaper(n, k, m, b.stride(0), b.stride(1))) {
+    // out^T = B^T A^T (Note [products computed transposed] in sbgemm.cpp): A^T is the matrix packed.
+    const PackedBf16Matrix a_t =
+        a.dtype() == kBFloat16
+            ? PackedBf16Matrix(static_cast<const BFloat16*>(a.data_ptr()), a.stride(1), a.stride(0), k, n)
+            : PackedBf16Matrix(static_cast<const float*>(a.data_ptr()), a.stride(1), a.stride(0), k, n);
+    scratch.resize(static_cast<size_t>(m * n));
+    if (b.dtype() == kBFloat16) {
+      sbgemm(m, static_cast<float>(alpha), static_cast<const BFloat16*>(b.data_ptr()), b.stride(1), b.stride(0), a_t,
+             0.0f, scratch.data(), n);
+    } else {
+      sbgemm(m, static_cast<float>(alpha), static_cast<const float*>(b.data_ptr()), b.stride(1), b.stride(0), a_t,
+             0.0f, scratch.data(), n);
+    }
+    const bool half = out.dtype() == kBFloat16;
+    store_transposed(scratch.data(), n, n, m, static_cast<float>(beta), half ? nullptr : static_cast<float*>(out.data_ptr()),
+                     half ? static_cast<BFloat16*>(out.data_ptr()) : nullptr, ldc);
+    return;
+  }
   const PackedBf16Matrix packed =
       b.dtype() == kBFloat16
           ? PackedBf16Matrix(static_cast<const BFloat16*>(b.data_ptr()), b.stride(0), b.stride(1), k, m)
           : PackedBf16Matrix(static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1), k, m);
-  const int64_t ldc = std::max<int64_t>(out.stride(0), std::max<int64_t>(m, 1));
   float* c = static_cast<float*>(out.data_ptr());
   RoundedOutput rounded;
-  thread_local std::vector<float> scratch;  // a bf16 out's float32 sums; kept: small products run every step
   if (out.dtype() == kBFloat16) {
     scratch.resize(static_cast<size_t>(n * m));
     c = scratch.data();

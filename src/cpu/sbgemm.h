@@ -72,4 +72,14 @@ void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, 
 void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
             float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
 
+// Note [products computed transposed] (sbgemm.cpp): whether C (n x m) = A (n x k) B (k x m) is
+// cheaper as C^T = B^T A^T, given B's strides (element (p, j) at b[p * b_rs + j * b_cs]).
+bool sbgemm_transposed_is_cheaper(int64_t n, int64_t k, int64_t m, int64_t b_rs, int64_t b_cs);
+
+// C (n x m) = T^T + beta * C for T (m x n float32, row-major, leading dimension ldt): a transposed
+// product's last step. C is float32 (c) or bf16 (c16, rounded once), ldc apart; beta = 0 never
+// reads it.
+void store_transposed(const float* t, int64_t ldt, int64_t n, int64_t m, float beta, float* c, BFloat16* c16,
+                      int64_t ldc);
+
 }  // namespace tapegrad::cpu
