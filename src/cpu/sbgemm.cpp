@@ -567,9 +567,10 @@ void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
 // pass with no transpose, and the batch (x^T, 64 columns) is the small matrix to pack; C^T's
 // n x m sums are then transposed into C in registers, adding beta C and rounding as they go.
 // For mlp_seed's first layer at batch 64 (x W^T + b, 64 x 1000 times 1000 x 512) this took
-// linear's bf16 forward from 0.24 to 0.155 ms on 2 Zen 5 threads (f32: 0.20). Only where B is read by columns and A has a quarter of B's columns
-// or fewer rows (otherwise C's transpose and A's pack outweigh what B's pack saves), and only on
-// the AVX512-BF16 kernel (the portable path packs both ways alike; AMX is untried).
+// linear's bf16 forward from 0.24 to 0.155 ms on 2 Zen 5 threads (f32: 0.20). Only where B is read
+// by columns and A has a quarter of B's columns or fewer rows (otherwise C's transpose and A's pack
+// outweigh what B's pack saves), and only on the AVX512-BF16 kernel (the portable path packs both
+// ways alike; AMX is untried).
 bool sbgemm_transposed_is_cheaper(int64_t n, int64_t k, int64_t m, int64_t b_rs, int64_t b_cs) {
   return sbgemm_kernel() == SbgemmKernel::Avx512Bf16 && b_rs == 1 && b_cs != 1 && m > 1 && k > 1 && 4 * n <= m &&
          k * m >= kParallelPack;
