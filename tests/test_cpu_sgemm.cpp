@@ -88,7 +88,8 @@ class Sgemm : public ::testing::Test {
 
 TEST_F(Sgemm, MatchesReferenceAcrossTileAndBlockEdges) {
   // 12 x 32 tiles, depth blocks of 256, row blocks of 144; a transposed B packs in 16 x 16 blocks,
-  // a transposed A in 12-row tiles, or (m >= 2n, 256 <= k <= 4096) the product is computed as C^T.
+  // a transposed A in 12-row tiles, or (m >= 2n, 256 <= k <= 4096, m n <= 1024 x 256) the product
+  // is computed as C^T.
   const int64_t sizes_mn[] = {1, 2, 11, 12, 13, 16, 17, 31, 32, 33, 47, 64, 145};
   const int64_t depths[] = {1, 7, 16, 17, 256, 257, 600};
   for (int threads : {1, 2}) {
@@ -123,6 +124,7 @@ TEST_F(Sgemm, AlphaAndBeta) {
       check_case({13, 45, 270, false, true, alpha, beta});
       check_case({200, 100, 40, true, false, alpha, beta});
       check_case({300, 45, 300, true, false, alpha, beta});  // a weight gradient: computed as C^T
+      check_case({1040, 256, 260, true, false, alpha, beta});  // one too large for C^T: packed
     }
 }
 

@@ -264,8 +264,14 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
 // small) transposed out through registers. lstm_row's dW_hh: 563 -> 488 us, dW_ih: 206 -> 130 us.
 // Measured, not derived: from k of about 6000 on (lstm_large, lstm_small at batch 256) reading G in
 // place over so many rows made whole steps 3-15% slower, so longer products keep the packed path.
+// C^T takes an extra pass, written and read back, which pays only while C stays in a core's L2:
+// from 2048 x 256 on (lstm_large's checkpointed runs, k = 1536-1600) the packed path was 2-15%
+// faster on Zen 5, 1024 x 256 was even, and smaller products kept the gain above.
+constexpr int64_t kTransposedProductMaxOutput = 1024 * 256;
+
 bool transposed_product_is_cheaper(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_cs) {
-  return a_rs == 1 && a_cs != 1 && b_cs == 1 && m >= 2 * n && k >= 256 && k <= 4096;
+  return a_rs == 1 && a_cs != 1 && b_cs == 1 && m >= 2 * n && k >= 256 && k <= 4096 &&
+         m * n <= kTransposedProductMaxOutput;
 }
 
 void transposed_product(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_cs, const float* b,
