@@ -281,6 +281,36 @@ TEST(CpuSbgemm, TallNarrowProductsSplitTheirRows) {
   }
 }
 
+// Note [shallow products split by rows]: a weight gradient at a small batch (shallow, B in L2)
+// is shared by rows of C; the values are checked against the reference and, bit for bit, against
+// one thread (the same tiles summed in the same order). The control: a deep product keeps the
+// split by panels, and neither split applies to one thread or to too few rows.
+TEST(CpuSbgemm, ShallowProductsSplitTheirRows) {
+  if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 2));   // mlp_seed's dW at batch 64
+  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(256, 64, 512, 2));    // mlp_fashion's second layer
+  EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 1024, 1000, 2));  // at batch 1024: B is 2 MB
+  EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(64, 64, 1000, 2));   // too few rows
+  EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 1));
+  Path path(SbgemmKernel::Avx512Bf16);
+  ThreadCount count(2);
+  check_case<float>({512, 1000, 64, true, false, 1.0f, 0.0f});
+  check_case<BFloat16>({300, 520, 33, true, false, -1.0f, 1.0f});
+  check_case<float>({197, 70, 130, false, true, 2.0f, 0.5f});
+  const int64_t m = 300, k = 64, n = 700;
+  const std::vector<float> a = random_values(static_cast<size_t>(m * k), 31);
+  const std::vector<float> b = random_values(static_cast<size_t>(k * n), 32);
+  ASSERT_TRUE(tapegrad::cpu::sbgemm_splits_rows(m, k, n, 2));
+  const PackedBf16Matrix packed(b.data(), n, 1, k, n);
+  std::vector<float> two(static_cast<size_t>(m * n)), one(two.size());
+  tapegrad::cpu::sbgemm(m, 1.0f, a.data(), 1, m, packed, 0.0f, two.data(), n);  // A read by columns
+  {
+    ThreadCount serial(1);
+    tapegrad::cpu::sbgemm(m, 1.0f, a.data(), 1, m, packed, 0.0f, one.data(), n);
+  }
+  for (size_t i = 0; i < one.size(); ++i) ASSERT_EQ(one[i], two[i]) << "element " << i;
+}
+
 // store_transposed: C = T^T + beta C on every kernel, float32 and bf16 C, shapes off the 16 x 16
 // blocks, beta = 0 never reading C (NaN there), nothing written past C's columns.
 TEST(CpuSbgemm, StoreTransposedAddsTheTransposeAndRoundsOnce) {

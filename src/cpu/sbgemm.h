@@ -76,6 +76,10 @@ void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_c
 // cheaper as C^T = B^T A^T, given B's strides (element (p, j) at b[p * b_rs + j * b_cs]).
 bool sbgemm_transposed_is_cheaper(int64_t n, int64_t k, int64_t m, int64_t b_rs, int64_t b_cs);
 
+// Whether the AVX512-BF16 kernel shares an m x k times k x n product between `threads` threads by
+// rows of C rather than by panels of columns (Note [shallow products split by rows], sbgemm.cpp).
+bool sbgemm_splits_rows(int64_t m, int64_t k, int64_t n, int threads);
+
 // C (n x m) = T^T + beta * C for T (m x n float32, row-major, leading dimension ldt): a transposed
 // product's last step. C is float32 (c) or bf16 (c16, rounded once), ldc apart; beta = 0 never
 // reads it.
