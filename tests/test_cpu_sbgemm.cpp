@@ -311,6 +311,54 @@ TEST(CpuSbgemm, ShallowProductsSplitTheirRows) {
   for (size_t i = 0; i < one.size(); ++i) ASSERT_EQ(one[i], two[i]) << "element " << i;
 }
 
+// sbgemm_unpacked: where the product is shared by rows every thread packs its own B; the sums are
+// those of B packed once, bit for bit, for float32 and bf16 operands and a bf16-rounded output,
+// and a slice of rows that is not a whole number of tiles. The control: one thread (no split).
+TEST(CpuSbgemm, UnpackedProductsPackBPerThreadWithTheSameBits) {
+  if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  Path path(SbgemmKernel::Avx512Bf16);
+  const int64_t m = 301, k = 64, n = 700, ldc = n + 5;
+  const std::vector<float> a = random_values(static_cast<size_t>(m * k), 41);
+  const std::vector<float> b = random_values(static_cast<size_t>(k * n), 42);
+  const std::vector<BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
+  for (bool bf16_operands : {false, true})
+    for (bool bf16_output : {false, true})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << (bf16_operands ? "bf16" : "float32") << " operands, "
+                                          << (bf16_output ? "bf16" : "float32") << " output, " << threads
+                                          << " threads");
+        ThreadCount count(threads);
+        EXPECT_EQ(tapegrad::cpu::sbgemm_splits_rows(m, k, n, threads), threads == 2);
+        std::vector<float> got(static_cast<size_t>(m * ldc), 0.5f), want = got;
+        std::vector<BFloat16> got16(got.size()), want16(got.size());
+        tapegrad::cpu::RoundedOutput got_rounded, want_rounded;
+        if (bf16_output) got_rounded = {got16.data(), ldc}, want_rounded = {want16.data(), ldc};
+        if (bf16_operands) {
+          tapegrad::cpu::sbgemm_unpacked(m, k, n, 1.5f, a16.data(), 1, m, b16.data(), n, 1, 1.0f, got.data(), ldc,
+                                         got_rounded);
+          tapegrad::cpu::sbgemm(m, 1.5f, a16.data(), 1, m, PackedBf16Matrix(b16.data(), n, 1, k, n), 1.0f,
+                                want.data(), ldc, want_rounded);
+        } else {
+          tapegrad::cpu::sbgemm_unpacked(m, k, n, 1.5f, a.data(), 1, m, b.data(), n, 1, 1.0f, got.data(), ldc,
+                                         got_rounded);
+          tapegrad::cpu::sbgemm(m, 1.5f, a.data(), 1, m, PackedBf16Matrix(b.data(), n, 1, k, n), 1.0f, want.data(),
+                                ldc, want_rounded);
+        }
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i * ldc + j);
+            if (j >= n) {  // the padding of every row is left alone
+              ASSERT_EQ(got[at], 0.5f);
+              ASSERT_EQ(got16[at].bits, 0);
+            } else if (bf16_output) {
+              ASSERT_EQ(got16[at].bits, want16[at].bits) << "C(" << i << ", " << j << ")";
+            } else {
+              ASSERT_EQ(got[at], want[at]) << "C(" << i << ", " << j << ")";
+            }
+          }
+      }
+}
+
 // store_transposed: C = T^T + beta C on every kernel, float32 and bf16 C, shapes off the 16 x 16
 // blocks, beta = 0 never reading C (NaN there), nothing written past C's columns.
 TEST(CpuSbgemm, StoreTransposedAddsTheTransposeAndRoundsOnce) {

@@ -292,6 +292,16 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
 // which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
 // read) or already bfloat16; a bfloat16 out gets the float32 sums rounded once, as autocast's
 // outputs are, each thread rounding its own columns as soon as it has computed them.
+// Calls f with t's data as const float* or const BFloat16* (the two types of a bf16 product's operands).
+template <class F>
+void with_f32_or_bf16(const Tensor& t, const F& f) {
+  if (t.dtype() == kBFloat16) {
+    f(static_cast<const BFloat16*>(t.data_ptr()));
+  } else {
+    f(static_cast<const float*>(t.data_ptr()));
+  }
+}
+
 void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
   TG_CHECK(products == kBFloat16, "mm: the CPU's mixed-precision products are bfloat16, got ", products);
@@ -304,27 +314,18 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
   thread_local std::vector<float> scratch;  // float32 sums before their last pass; kept: small products run every step
   if (sbgemm_transposed_is_cheaper(n, k, m, b.stride(0), b.stride(1))) {
     // out^T = B^T A^T (Note [products computed transposed] in sbgemm.cpp): A^T is the matrix packed.
-    const PackedBf16Matrix a_t =
-        a.dtype() == kBFloat16
-            ? PackedBf16Matrix(static_cast<const BFloat16*>(a.data_ptr()), a.stride(1), a.stride(0), k, n)
-            : PackedBf16Matrix(static_cast<const float*>(a.data_ptr()), a.stride(1), a.stride(0), k, n);
     scratch.resize(static_cast<size_t>(m * n));
-    if (b.dtype() == kBFloat16) {
-      sbgemm(m, static_cast<float>(alpha), static_cast<const BFloat16*>(b.data_ptr()), b.stride(1), b.stride(0), a_t,
-             0.0f, scratch.data(), n);
-    } else {
-      sbgemm(m, static_cast<float>(alpha), static_cast<const float*>(b.data_ptr()), b.stride(1), b.stride(0), a_t,
-             0.0f, scratch.data(), n);
-    }
+    with_f32_or_bf16(b, [&](auto* b_data) {
+      with_f32_or_bf16(a, [&](auto* a_data) {
+        sbgemm_unpacked(m, k, n, static_cast<float>(alpha), b_data, b.stride(1), b.stride(0), a_data, a.stride(1),
+                        a.stride(0), 0.0f, scratch.data(), n);
+      });
+    });
     const bool half = out.dtype() == kBFloat16;
     store_transposed(scratch.data(), n, n, m, static_cast<float>(beta), half ? nullptr : static_cast<float*>(out.data_ptr()),
                      half ? static_cast<BFloat16*>(out.data_ptr()) : nullptr, ldc);
     return;
   }
-  const PackedBf16Matrix packed =
-      b.dtype() == kBFloat16
-          ? PackedBf16Matrix(static_cast<const BFloat16*>(b.data_ptr()), b.stride(0), b.stride(1), k, m)
-          : PackedBf16Matrix(static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1), k, m);
   float* c = static_cast<float*>(out.data_ptr());
   RoundedOutput rounded;
   if (out.dtype() == kBFloat16) {
@@ -339,13 +340,12 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
     }
   }
   const int64_t c_ld = out.dtype() == kBFloat16 ? m : ldc;
-  if (a.dtype() == kBFloat16) {
-    sbgemm(n, static_cast<float>(alpha), static_cast<const BFloat16*>(a.data_ptr()), a.stride(0), a.stride(1), packed,
-           static_cast<float>(beta), c, c_ld, rounded);
-  } else {
-    sbgemm(n, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()), a.stride(0), a.stride(1), packed,
-           static_cast<float>(beta), c, c_ld, rounded);
-  }
+  with_f32_or_bf16(a, [&](auto* a_data) {
+    with_f32_or_bf16(b, [&](auto* b_data) {
+      sbgemm_unpacked(n, k, m, static_cast<float>(alpha), a_data, a.stride(0), a.stride(1), b_data, b.stride(0),
+                      b.stride(1), static_cast<float>(beta), c, c_ld, rounded);
+    });
+  });
 }
 
 // C = A B + beta C, all row-major with unit column stride (gemm_rows.h). One row goes through the

@@ -570,13 +570,18 @@ void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
 // by both, with a barrier between. Splitting by rows (each thread converts and multiplies its own
 // rows over every panel, as for a product computed transposed) took that product in mlp_seed's
 // bf16 step from 206 to 142 us on 2 Zen 5 threads, and the whole step from 0.59 to 0.54 ms.
+// With B packed by one thread, the other still read all of it from that core's cache, every call:
+// packed once and reused, the same product took 92 us against 116 us packed per call. So where B
+// is not packed yet (sbgemm_unpacked, every autocast product), each thread packs its own copy
+// inside the shared region: twice the packing work, done side by side, and no panel crosses cores.
 // Used where B's panels fit in kChunkBytes (every thread keeps all of B in its L2), or where B has
 // too few panels to share, and A has rows enough for two of kMc.
 bool sbgemm_splits_rows(int64_t m, int64_t k, int64_t n, int threads) {
 #ifdef TG_HAVE_AVX512_BF16
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t panel_bytes = panel_pairs(k) * 2 * kNr * static_cast<int64_t>(sizeof(uint16_t));
-  return threads > 1 && m >= 2 * kMc && (panels < 2 * threads || panels * panel_bytes <= kChunkBytes);
+  return sbgemm_kernel() == SbgemmKernel::Avx512Bf16 && threads > 1 && m * n * k >= kParallelMacs &&
+         m >= 2 * kMc && (panels < 2 * threads || panels * panel_bytes <= kChunkBytes);
 #else
   (void)m, (void)k, (void)n, (void)threads;
   return false;
@@ -636,5 +641,41 @@ void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_c
             float beta, float* c, int64_t ldc, const RoundedOutput& rounded) {
   product(m, alpha, a, a_rs, a_cs, b, beta, c, ldc, rounded);
 }
+
+template <class TA, class TB>
+void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs,
+                     const TB* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
+                     const RoundedOutput& rounded) {
+  TG_CHECK(m >= 0 && k >= 0 && n >= 0, "bf16 matmul: bad product size ", m, " x ", k, " x ", n);
+  const int threads = get_num_threads();
+  if (omp_in_parallel() || !sbgemm_splits_rows(m, k, n, threads)) {
+    sbgemm(m, alpha, a, a_rs, a_cs, PackedBf16Matrix(b, b_rs, b_cs, k, n), beta, c, ldc, rounded);
+    return;
+  }
+#ifdef TG_HAVE_AVX512_BF16
+  // Row slices on tile boundaries, as native_product's; inside the region both the packing and
+  // the product run serially on their thread.
+  const int use = static_cast<int>(std::min<int64_t>(threads, m / kMc));
+#pragma omp parallel num_threads(use)
+  {
+    const int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+    const int64_t i0 = m * part / parts / kMr * kMr, i1 = part + 1 == parts ? m : m * (part + 1) / parts / kMr * kMr;
+    if (i1 > i0) {
+      const PackedBf16Matrix own(b, b_rs, b_cs, k, n);
+      const RoundedOutput rows{rounded.out == nullptr ? nullptr : rounded.out + i0 * rounded.ld, rounded.ld};
+      sbgemm(i1 - i0, alpha, a + i0 * a_rs, a_rs, a_cs, own, beta, c + i0 * ldc, ldc, rows);
+    }
+  }
+#endif
+}
+
+template void sbgemm_unpacked(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
+                              int64_t, float, float*, int64_t, const RoundedOutput&);
+template void sbgemm_unpacked(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const BFloat16*,
+                              int64_t, int64_t, float, float*, int64_t, const RoundedOutput&);
+template void sbgemm_unpacked(int64_t, int64_t, int64_t, float, const BFloat16*, int64_t, int64_t, const float*,
+                              int64_t, int64_t, float, float*, int64_t, const RoundedOutput&);
+template void sbgemm_unpacked(int64_t, int64_t, int64_t, float, const BFloat16*, int64_t, int64_t, const BFloat16*,
+                              int64_t, int64_t, float, float*, int64_t, const RoundedOutput&);
 
 }  // namespace tapegrad::cpu

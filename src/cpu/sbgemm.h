@@ -72,12 +72,23 @@ void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, 
 void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
             float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
 
+// The same product with B not yet packed (k x n, element (p, j) at b[p * b_rs + j * b_cs], float32
+// or bf16): packed once and multiplied as above, except where the product is shared by rows of C
+// (sbgemm_splits_rows): there every thread packs its own copy of B and multiplies its own rows, so
+// that no thread reads panels that another core has just written (Note [shallow products split by
+// rows], sbgemm.cpp).
+template <class TA, class TB>
+void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs,
+                     const TB* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
+                     const RoundedOutput& rounded = {});
+
 // Note [products computed transposed] (sbgemm.cpp): whether C (n x m) = A (n x k) B (k x m) is
 // cheaper as C^T = B^T A^T, given B's strides (element (p, j) at b[p * b_rs + j * b_cs]).
 bool sbgemm_transposed_is_cheaper(int64_t n, int64_t k, int64_t m, int64_t b_rs, int64_t b_cs);
 
 // Whether the AVX512-BF16 kernel shares an m x k times k x n product between `threads` threads by
-// rows of C rather than by panels of columns (Note [shallow products split by rows], sbgemm.cpp).
+// rows of C rather than by panels of columns (Note [shallow products split by rows], sbgemm.cpp);
+// false for products too small to share at all.
 bool sbgemm_splits_rows(int64_t m, int64_t k, int64_t n, int threads);
 
 // C (n x m) = T^T + beta * C for T (m x n float32, row-major, leading dimension ldt): a transposed
