@@ -114,8 +114,12 @@ struct Contender {
 };
 
 // Two warm-up steps each, then rounds of equal blocks in ABBA order, so that a slow spell of the
-// (shared) machine hits both sides alike. Returns the steps each side ran.
-int64_t alternate(std::vector<Contender*> sides, double budget_s, const std::function<void()>& after_first_step) {
+// (shared) machine hits both sides alike. A block is at least block_s of the fastest side's steps:
+// each side's first step of a block finds the caches holding the other sides' models (four
+// mlp_seed sides with their Adam moments hold over 30 MB), which a training run never sees, so a
+// short block adds a cold step to every few warm ones. Returns the steps each side ran.
+int64_t alternate(std::vector<Contender*> sides, double budget_s, double block_s,
+                  const std::function<void()>& after_first_step) {
   double slowest = 0, fastest = 1e300;
   for (Contender* s : sides) s->step();
   for (Contender* s : sides) s->sync();
@@ -126,7 +130,7 @@ int64_t alternate(std::vector<Contender*> sides, double budget_s, const std::fun
     s->sync();
     slowest = std::max(slowest, watch.seconds()), fastest = std::min(fastest, watch.seconds());
   }
-  const int block = std::max(1, static_cast<int>(std::ceil(2e-3 / std::max(fastest, 1e-7))));
+  const int block = std::max(1, static_cast<int>(std::ceil(block_s / std::max(fastest, 1e-7))));
   int rounds = std::clamp(static_cast<int>(budget_s / (block * slowest)), 6, 100);
   rounds += rounds % 2;
   for (int r = 0; r < rounds; ++r) {
@@ -151,7 +155,7 @@ SideResult summarise(const Contender& c, double first_loss, double check_loss, d
 
 // Trains one configuration on both sides from the files written for it; returns its row.
 CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool with_tapegrad, bool with_libtorch,
-                       bool autocast, double budget_s, const std::string& out_dir, uint64_t seed) {
+                       bool autocast, double budget_s, double block_s, const std::string& out_dir, uint64_t seed) {
   const std::string stem = write_inputs(out_dir, c, batch, seed);
   // Both sides start from what the files hold.
   const StateDict weights = load_safetensors(stem + ".weights.safetensors");
@@ -219,7 +223,7 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   row.config = c.name;
   row.batch = batch;
   row.gemm_flops_per_example = c.shape.gemm_flops_per_example();
-  row.steps = alternate(sides, budget_s, [&] {
+  row.steps = alternate(sides, budget_s, block_s, [&] {
     if (with_tapegrad) our_first = our_loss.item();
     if (ours_bf16) bf16_first = our_bf16_loss.item();
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
@@ -246,6 +250,8 @@ int main(int argc, char** argv) {
                     cxxopts::value<int>()->default_value("0"))("configs", "all, or a list like mlp_seed,lstm_small:16",
                                                                cxxopts::value<std::string>()->default_value("all"))(
       "budget", "seconds of timed steps per side and configuration", cxxopts::value<double>()->default_value("3"))(
+      "block-ms", "each side runs blocks of at least this many ms of steps before the next side runs",
+      cxxopts::value<double>()->default_value("20"))(
       "device", "device of the tapegrad side (LibTorch runs on the CPU only)",
       cxxopts::value<std::string>()->default_value("cpu"))("out", "folder for the weights, data and results.json",
                                                            cxxopts::value<std::string>()->default_value("compare_out"))(
@@ -273,6 +279,8 @@ int main(int argc, char** argv) {
     TG_CHECK(autocast_flag == "off" || autocast_flag == "bf16", "compare: --autocast must be off or bf16, got '",
              autocast_flag, "'");
     const bool autocast = autocast_flag == "bf16";
+    const double block_s = args["block-ms"].as<double>() / 1e3;
+    TG_CHECK(block_s > 0, "compare: --block-ms must be positive, got ", args["block-ms"].as<double>());
     TG_CHECK(!autocast || device.is_cpu(), "compare: --autocast bf16 is CPU autocast; the tapegrad side runs on ",
              device.str());
     const std::string out_dir = args["out"].as<std::string>();
@@ -320,10 +328,11 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
 
+    std::printf("blocks of at least %.0f ms of steps per side, in ABBA order\n", block_s * 1e3);
     for (const Selection& sel : select(args["configs"].as<std::string>())) {
       try {
-        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, autocast, args["budget"].as<double>(),
-                                          out_dir, args["seed"].as<uint64_t>()));
+        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, autocast,
+                                          args["budget"].as<double>(), block_s, out_dir, args["seed"].as<uint64_t>()));
         std::printf("  %-12s batch %5lld: %lld steps on each side\n", sel.config->name.c_str(),
                     static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps));
       } catch (const std::exception& e) {  // e.g. a kernel the CUDA backend does not have yet
