@@ -86,6 +86,19 @@ TEST_P(Cpu16BitOps, ReductionsSoftmaxAndLayerNorm) {
   });
 }
 
+// Note [16-bit column sums]: sums and means over a middle dim (several outer blocks, strips of
+// columns, a thread each) have the bits of the float32 reduction rounded once.
+TEST_P(Cpu16BitOps, ColumnSumsHaveTheFloat32Bits) {
+  Generator gen(5);
+  const Tensor x = randn({3, 257, 700}, {}, &gen);
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return sum(t[0], {1}); });
+  expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return mean(t[0], {1}); });
+  expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return sum(t[0], {0, 1}); });
+  set_num_threads(saved);
+}
+
 // Gradients of 16-bit tensors are 16-bit, and match the float32 computation rounded.
 TEST_P(Cpu16BitOps, BackwardGivesGradientsOfTheInputsType) {
   Generator gen(4);

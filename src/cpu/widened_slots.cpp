@@ -7,7 +7,11 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/widened_slots.h"
 
+#include <algorithm>
+
 #include "backend/kernel_tensors.h"
+#include "cpu/convert_16bit.h"
+#include "cpu/parallel.h"
 
 namespace tapegrad::cpu::widened {
 
@@ -37,6 +41,40 @@ class F32 {
   Tensor original_, stand_in_;
 };
 
+// Note [16-bit column sums]: a sum or mean over the rows of a 16-bit [outer, reduced, inner] (a
+// bias gradient under autocast: column_sum in ops/op_helpers.cpp) widens a strip of each row as it
+// reads it and adds it into double sums, one pass over the 16-bit data instead of a whole float32
+// copy first. The sums are float32 reduce's (each column in double, rows in order) and round the
+// same way, so the result has the same bits. mlp_seed:1024's bf16 bias gradient (1024 x 512):
+// 226 us as a widened copy and a matrix-vector product in the step, 40 us this way.
+void sum_rows_16bit(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner) {
+  constexpr int64_t kStrip = 256;
+  const int64_t strips = (inner + kStrip - 1) / kStrip;
+  const double scale = op == ReduceOp::Mean ? 1.0 / static_cast<double>(reduced) : 1.0;
+  const char* in = static_cast<const char*>(x.data_ptr());
+  char* result = static_cast<char*>(out.data_ptr());
+  const bool wide_out = out.dtype() == kFloat32;
+  parallel_for(0, outer * strips, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(reduced * kStrip, 1)),
+               [&](int64_t begin, int64_t end) {
+                 alignas(64) float row[kStrip];
+                 double acc[kStrip];
+                 for (int64_t job = begin; job < end; ++job) {
+                   const int64_t o = job / strips, i0 = (job % strips) * kStrip, width = std::min(kStrip, inner - i0);
+                   std::fill_n(acc, width, 0.0);
+                   for (int64_t r = 0; r < reduced; ++r) {
+                     widen_16bit(x.dtype(), in + ((o * reduced + r) * inner + i0) * 2, 2, row, width);
+                     for (int64_t i = 0; i < width; ++i) acc[i] += static_cast<double>(row[i]);
+                   }
+                   for (int64_t i = 0; i < width; ++i) row[i] = static_cast<float>(acc[i] * scale);
+                   if (wide_out) {
+                     std::copy_n(row, width, reinterpret_cast<float*>(result) + o * inner + i0);
+                   } else {
+                     narrow_16bit(out.dtype(), row, result + (o * inner + i0) * 2, 2, width);
+                   }
+                 }
+               });
+}
+
 }  // namespace
 
 void uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) {
@@ -52,6 +90,11 @@ void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t 
 }
 
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner) {
+  const bool sum = op == ReduceOp::Sum || op == ReduceOp::Mean;
+  if (sum && is_16bit(x) && inner > 1 && reduced > 0 && (out.dtype() == kFloat32 || out.dtype() == x.dtype())) {
+    sum_rows_16bit(op, x, out, outer, reduced, inner);  // Note [16-bit column sums]
+    return;
+  }
   const F32 in(x, F32::kIn, "reduce"), o(out, F32::kOut, "reduce");
   cpu::reduce(op, in, o, outer, reduced, inner);
   o.write_back();

@@ -71,14 +71,11 @@ Tensor column_sum(const Tensor& t, std::optional<DType> dtype) {
   const int64_t rows = t.size(0), cols = t.size(1);
   Tensor out = empty_tensor({1, cols}, dtype.value_or(t.dtype()), t.device());
   if (cols > 0 && (t.dtype() == kBFloat16 || t.dtype() == kFloat16) && t.device().is_cpu() && rows > 0) {
-    // A 16-bit t on the CPU: widened (one vectorised pass) and summed by the float32 matrix-vector
-    // product, twice as fast as a bf16 product would be for its single column of output.
-    const Tensor wide = empty_tensor({rows, cols}, kFloat32, t.device());
-    TG_KERNEL(t.device(), copy)(t.detach(), wide);
+    // A 16-bit t on the CPU: the reduce kernel sums its rows in one pass, widening as it reads
+    // (Note [16-bit column sums] in cpu/widened_slots.cpp), into float32 sums.
+    const Tensor rows_in = t.is_contiguous() ? t.detach() : backend::contiguous_copy(t, "sum");
     const Tensor sums = out.dtype() == kFloat32 ? out : empty_tensor({1, cols}, kFloat32, t.device());
-    Tensor ones = empty_tensor({1, rows}, kFloat32, t.device());
-    TG_KERNEL(t.device(), fill)(ones, 1.0);
-    TG_KERNEL(t.device(), gemm)(ones, wide, sums, 1.0, 0.0);
+    TG_KERNEL(t.device(), reduce)(backend::ReduceOp::Sum, rows_in, sums, 1, rows, cols);
     if (sums.impl() != out.impl()) TG_KERNEL(t.device(), copy)(sums, out);
   } else if (cols > 0) {
     Tensor ones = empty_tensor({1, rows}, t.dtype(), t.device());
