@@ -148,6 +148,36 @@ TEST(AutocastProducts, MmAddmmAndMatmul) {
   EXPECT_GT(max_diff(a.grad(), product(values(g), values(b.t()), n, m, k, false)), 1e-3);
 }
 
+// Note [the bias in the float32 sums] (cpu/gemm.cpp): linear's bias goes into the float32 sums of a
+// bf16 output instead of through the output; the bits are addmm's, which copies the bias into its
+// output first, on the plain path (one and two threads, float32 and bf16 biases) and on the path
+// of products computed transposed, which keeps the copy.
+TEST(AutocastProducts, LinearBiasHasAddmmsBits) {
+  Generator gen(11);
+  struct Shape3 {
+    int64_t n, k, m;
+  };
+  for (Shape3 s : {Shape3{300, 200, 150}, Shape3{64, 1000, 512}, Shape3{2, 3, 5}})
+    for (int threads : {1, 2})
+      for (DType bias_type : {kFloat32, kBFloat16}) {
+        SCOPED_TRACE(::testing::Message() << s.n << " x " << s.k << " x " << s.m << ", " << threads << " threads, "
+                                          << bias_type << " bias");
+        const int saved = get_num_threads();
+        set_num_threads(threads);
+        const Tensor x = randn({s.n, s.k}, {}, &gen), w = randn({s.m, s.k}, {}, &gen);
+        const Tensor bias = randn({s.m}, {}, &gen).to(bias_type);
+        Tensor got, want;
+        {
+          amp::AutocastGuard guard(kCPU, kBFloat16);
+          got = linear(x, w, bias);
+          want = addmm(bias, x, w.t());
+        }
+        set_num_threads(saved);
+        ASSERT_EQ(got.dtype(), kBFloat16);
+        EXPECT_EQ(values(got), values(want));
+      }
+}
+
 // Only float32 is lowered: float64 products are the same with and without the guard.
 TEST(AutocastProducts, Float64IsUntouched) {
   Generator gen(8);

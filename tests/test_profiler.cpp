@@ -124,7 +124,8 @@ TEST(Profiler, MlpTraceIsValidNestedJsonWithOpAndBackwardNames) {
       EXPECT_EQ(e.at("args").at("Forward op"), "linear");
       EXPECT_GE(e.at("args").at("Sequence number").get<int64_t>(), 0);
     }
-    if (e.at("name") == "gemm" && e.at("args").at("Input Dims").at(0) == json::array({5, 8})) {
+    // linear's forward: the CPU's gemm_bias slot (the product with its bias) on the [5, 8] input
+    if (e.at("name") == "gemm_bias" && e.at("args").at("Input Dims").at(0) == json::array({5, 8})) {
       saw_gemm_shapes = true;
       EXPECT_EQ(e.at("args").at("Input type").at(0), "float32");
       EXPECT_EQ(e.at("args").at("Device"), "cpu");

@@ -25,6 +25,7 @@ void register_cpu_backend() {
   t.reduce_with_index = cpu::widened::reduce_with_index;
   t.gemm = cpu::gemm;
   t.gemm_mixed = cpu::gemm_mixed;
+  t.gemm_bias = cpu::gemm_bias;
   t.bmm = cpu::bmm;
   t.softmax = cpu::widened::softmax;
   t.softmax_backward = cpu::widened::softmax_backward;

@@ -38,6 +38,7 @@ void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const
 // gemm.cpp
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
 void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products);
+void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, DType products);
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta);
 
 // softmax.cpp
