@@ -288,10 +288,6 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
   });
 }
 
-// gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
-// which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
-// read) or already bfloat16; a bfloat16 out gets the float32 sums rounded once, as autocast's
-// outputs are, each thread rounding its own columns as soon as it has computed them.
 // Calls f with t's data as const float* or const BFloat16* (the two types of a bf16 product's operands).
 template <class F>
 void with_f32_or_bf16(const Tensor& t, const F& f) {
@@ -304,7 +300,11 @@ void with_f32_or_bf16(const Tensor& t, const F& f) {
 
 namespace {
 
-// gemm_mixed, and with `bias16` (bf16, [m]; a bf16 out only) C's float32 sums start as the bias in
+// gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
+// which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
+// read) or already bfloat16; a bfloat16 out gets the float32 sums rounded once, as autocast's
+// outputs are, each thread rounding its own columns as soon as it has computed them (gemm_mixed);
+// where B is shallow, every thread packs its own copy (sbgemm_unpacked). With `bias16` (bf16, [m]; a bf16 out only) C's float32 sums start as the bias in
 // every row instead of as out's old values (Note [the bias in the float32 sums]).
 void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products,
                    const Tensor& bias16) {
