@@ -304,8 +304,9 @@ namespace {
 // which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
 // read) or already bfloat16; a bfloat16 out gets the float32 sums rounded once, as autocast's
 // outputs are, each thread rounding its own columns as soon as it has computed them (gemm_mixed);
-// where B is shallow, every thread packs its own copy (sbgemm_unpacked). With `bias16` (bf16, [m]; a bf16 out only) C's float32 sums start as the bias in
-// every row instead of as out's old values (Note [the bias in the float32 sums]).
+// where B is shallow, every thread packs its own copy (sbgemm_unpacked). With `bias16` (bf16,
+// [m]; a bf16 out only) C's float32 sums start as the bias in every row instead of as out's old
+// values (Note [the bias in the float32 sums]).
 void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta, DType products,
                    const Tensor& bias16) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
