@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 
+#include "cpu/relu_16bit.h"
 #include "tapegrad/tapegrad.h"
 #include "test_util.h"
 
@@ -33,6 +34,20 @@ void expect_rounded_float_op(DType dtype, const std::vector<Tensor>& f32_inputs,
 }
 
 class Cpu16BitOps : public ::testing::TestWithParam<DType> {};
+
+// Every 16-bit pattern once, in order (the index's bits), or permuted by an odd multiplier.
+Tensor all_bit_patterns(DType dtype, uint32_t multiplier = 1) {
+  Tensor t = empty({65536}, dtype);
+  auto* bits = static_cast<uint16_t*>(t.data_ptr());
+  for (uint32_t i = 0; i < 65536; ++i) bits[i] = static_cast<uint16_t>(i * multiplier);
+  return t;
+}
+
+std::vector<uint16_t> bit_patterns_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const auto* bits = static_cast<const uint16_t*>(c.data_ptr());
+  return std::vector<uint16_t>(bits, bits + c.numel());
+}
 
 }  // namespace
 
@@ -97,6 +112,40 @@ TEST_P(Cpu16BitOps, ColumnSumsHaveTheFloat32Bits) {
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return mean(t[0], {1}); });
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return sum(t[0], {0, 1}); });
   set_num_threads(saved);
+}
+
+// Note [16-bit relu]: relu and its backward select on the bits, and give the float path's bits for
+// every pattern: zeros, subnormals, infinities and NaNs of either sign. The kernels are called
+// directly so that the check cannot pass by the public op taking the float path; a transposed
+// operand is refused, and takes that path.
+TEST_P(Cpu16BitOps, ReluSelectsTheFloatPathsBitsForEveryPattern) {
+  const DType dtype = GetParam();
+  const Tensor x = all_bit_patterns(dtype), g = all_bit_patterns(dtype, 40503);
+  const Tensor x32 = x.to(kFloat32), g32 = g.to(kFloat32);
+
+  Tensor y = empty({65536}, dtype);
+  ASSERT_TRUE(cpu::relu_16bit(x, y));
+  const Tensor want_y = relu(x32).to(dtype);
+  EXPECT_EQ(bit_patterns_of(y), bit_patterns_of(want_y));
+  EXPECT_EQ(bit_patterns_of(relu(x)), bit_patterns_of(want_y));
+
+  Tensor grad_x = empty({65536}, dtype);
+  ASSERT_TRUE(cpu::relu_backward_16bit(g, x, grad_x));
+  const Tensor want_grad = where(gt(x32, 0.0), g32, zeros_like(g32)).to(dtype);
+  EXPECT_EQ(bit_patterns_of(grad_x), bit_patterns_of(want_grad));
+
+  // Through autograd, on a [256, 256] view of the patterns with its gradient permuted.
+  Tensor leaf = x.reshape({256, 256}).clone().requires_grad_();
+  relu(leaf).backward(g.reshape({256, 256}));
+  EXPECT_EQ(bit_patterns_of(leaf.grad()), bit_patterns_of(want_grad));
+
+  // Refused: a transposed view, mixed dtypes. The float path then gives the same bits.
+  const Tensor square_x = x.reshape({256, 256});
+  Tensor out = empty({256, 256}, dtype);
+  EXPECT_FALSE(cpu::relu_16bit(square_x.t(), out));
+  EXPECT_FALSE(cpu::relu_16bit(x32, empty({65536}, kFloat32)));
+  EXPECT_FALSE(cpu::relu_backward_16bit(g32, x, grad_x));
+  EXPECT_EQ(bit_patterns_of(relu(square_x.t())), bit_patterns_of(want_y.reshape({256, 256}).t()));
 }
 
 // Gradients of 16-bit tensors are 16-bit, and match the float32 computation rounded.

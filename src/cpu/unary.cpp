@@ -7,6 +7,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
+#include "cpu/relu_16bit.h"
 #include "cpu/strided_loop.h"
 #include "cpu/vec_math.h"
 #include "math/op_switch.h"
@@ -48,6 +49,7 @@ TG_VECTOR_CLONES void unary_vector_f32(UnaryOp op, const float* x, float* y, int
 // converted to T once and copied into each chunk's loop, where they stay in registers: an op
 // without parameters never reads them.
 void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Tensor& out) {
+  if (op == UnaryOp::Relu && relu_16bit(x, out)) return;  // Note [16-bit relu]
   const math::UnaryOpInfo& info = math::unary_op_info(op);
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -86,6 +88,7 @@ void unary(UnaryOp op, math::Scalars<double> scalars, const Tensor& x, const Ten
 // Overwrites grad_x.
 void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& grad, const Tensor& x, const Tensor& y,
                     const Tensor& grad_x) {
+  if (op == UnaryOp::Relu && relu_backward_16bit(grad, x, grad_x)) return;  // Note [16-bit relu]
   dispatch_floating_compute(x.dtype(), backend::unary_op_name(op), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const math::Scalars<T> params = scalars.to<T>();
