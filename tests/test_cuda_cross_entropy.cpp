@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "tapegrad/cuda/counters.h"
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
 using testing::values;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 constexpr int64_t kIgnore = -100;
 

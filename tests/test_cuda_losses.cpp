@@ -5,15 +5,13 @@
 #include <limits>
 #include <vector>
 
+#include "support/gpu.h"
 #include "test_util.h"
 
 namespace tapegrad {
 namespace {
 
 using testing::values;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine"
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

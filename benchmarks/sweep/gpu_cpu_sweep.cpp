@@ -10,33 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "sweep_grid.h"
 #include "sweep_report.h"
 
 using namespace tapegrad;
 using namespace tapegrad::bench;
 
 namespace {
-
-std::vector<SweepCurve> grid(bool quick) {
-  auto named = [](const char* name, std::vector<int64_t> batches) {
-    return SweepCurve{name, named_config(name).shape, std::move(batches)};
-  };
-  if (quick) {
-    return {named("mlp_seed", {1, 16, 64, 256, 1024, 4096}), named("lstm_small", {1, 16, 64, 256})};
-  }
-  const std::vector<int64_t> mlp_batches = {1, 4, 16, 64, 256, 1024, 4096};
-  const std::vector<int64_t> lstm_batches = {1, 4, 16, 64, 256, 1024};
-  std::vector<SweepCurve> curves = {named("mlp_seed", mlp_batches), named("mlp_fashion", mlp_batches)};
-  for (int64_t width : {64, 256, 1024, 4096})  // the mlp_seed shape with its hidden width varied
-    curves.push_back({"mlp W=" + std::to_string(width), ModelShape::mlp({1000, width, 10}), mlp_batches});
-  for (const char* name : {"lstm_row", "lstm_small", "lstm_large"}) curves.push_back(named(name, lstm_batches));
-  curves.push_back(named("char_lstm", {1, 4, 16, 32, 64, 256}));
-  for (int64_t hidden : {64, 256, 1024})  // the lstm_small shape with its hidden size varied
-    curves.push_back({"lstm H=" + std::to_string(hidden), ModelShape::lstm(32, hidden, 50), lstm_batches});
-  for (int64_t steps : {10, 200})  // and with its sequence length varied
-    curves.push_back({"lstm T=" + std::to_string(steps), ModelShape::lstm(32, 128, steps), lstm_batches});
-  return curves;
-}
 
 // Lines of the closing "work per step" list: what one step asked of the GPU.
 std::vector<std::string> g_step_counts;
@@ -80,13 +60,14 @@ void measure_copies(const SweepCurve& curve, SweepPoint& point, const TimingPlan
 int main(int argc, char** argv) {
   cxxopts::Options cli("gpu_cpu_sweep",
                        "Times training steps on the CPU and the GPU over a grid; finds where the GPU starts to win.");
-  cli.add_options()("quick", "a small grid that finishes in under a minute")(
+  cli.add_options()("quick", "a small grid that finishes in under a minute (with --curves: their curves, timed as briefly)")(
       "out", "folder for sweep.csv, sweep.json and the plot",
       cxxopts::value<std::string>()->default_value("sweep_out"))("threads", "CPU threads (0: OpenMP's default)",
                                                                  cxxopts::value<int>()->default_value("0"))(
       "budget", "seconds of timed steps per point and device (0: 0.15 with --quick, else 1)",
-      cxxopts::value<double>()->default_value("0"))("cpu-only", "skip the GPU even when one is present")("h,help",
-                                                                                                         "this help");
+      cxxopts::value<double>()->default_value("0"))(
+      "curves", "only these curves of the full grid, comma-separated as named in the table (\"char_lstm,mlp W=256\")",
+      cxxopts::value<std::string>())("cpu-only", "skip the GPU even when one is present")("h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
     if (args.count("help")) {
@@ -101,6 +82,11 @@ int main(int argc, char** argv) {
     TimingPlan copy_plan = plan;
     copy_plan.budget_s = std::min(plan.budget_s, 0.1);
 
+    // Chosen first, so that a wrong name fails before anything is measured.
+    const std::vector<SweepCurve> curves = args.count("curves")
+                                               ? select_curves(sweep_grid(false), args["curves"].as<std::string>())
+                                               : sweep_grid(quick);
+
     SweepReport report;
     report.system = system_info();
     report.quick = quick;
@@ -113,7 +99,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     Stopwatch total;
-    for (const SweepCurve& curve : grid(quick)) {
+    for (const SweepCurve& curve : curves) {
       CurveResult result{curve, {}};
       for (int64_t batch : curve.batches) {
         SweepPoint point;

@@ -288,6 +288,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
   });
 }
 
+namespace {
+
 // Calls f with t's data as const float* or const BFloat16* (the two types of a bf16 product's operands).
 template <class F>
 void with_f32_or_bf16(const Tensor& t, const F& f) {
@@ -297,8 +299,6 @@ void with_f32_or_bf16(const Tensor& t, const F& f) {
     f(static_cast<const float*>(t.data_ptr()));
   }
 }
-
-namespace {
 
 // gemm with bf16-rounded operands and float32 sums (sbgemm.h): B is rounded and packed per call,
 // which costs k x m against the product's n x k x m. Operands may be float32 (rounded as they are
