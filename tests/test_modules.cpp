@@ -152,6 +152,57 @@ TEST(ModuleTraversal, WorksOnAModuleOnTheStack) {
   expect_close(seq[0]->parameters()[0], {0.5, 0.5, 0.5, 0.5}, 0);
 }
 
+// A module inside its own subtree would make every walk (parameters, state_dict, named_modules,
+// to, train, str) recurse until the stack overflows: every way of attaching a child refuses it,
+// and leaves the tree as it was.
+TEST(ModuleRegistration, RefusesAModuleInsideItsOwnSubtree) {
+  auto root = std::make_shared<nn::Sequential>(nn::Linear(2, 2), nn::ReLU());
+  expect_error([&] { root->register_module("self", root); },
+               {"Sequential.register_module", "'self'", "contain itself", "Sequential itself"});
+  expect_error([&] { root->push_back(root); }, {"Sequential.register_module", "'2'", "contain itself"});
+
+  // A parent registered into a descendant, two levels down: the path to the parent is named.
+  auto outer = std::make_shared<Plain>();
+  auto middle = outer->register_module("middle", std::make_shared<nn::ModuleList>());
+  auto inner = std::make_shared<nn::ModuleDict>();
+  middle->push_back(inner);
+  expect_error([&] { inner->insert("up", outer); },
+               {"ModuleDict.register_module", "'up'", "(Plain)", "this ModuleDict is inside it, at 'middle.0'"});
+  expect_error(
+      [&] {
+        inner->update({{"ok", std::make_shared<nn::ReLU>()}, {"up", middle}});
+      },
+      {"'up'", "(ModuleList)", "at '0'"});
+  expect_error([&] { middle->extend({inner, outer}); }, {"ModuleList", "(Plain)", "at 'middle'"});
+  expect_error([&] { middle->insert(0, outer); }, {"ModuleList.insert", "'0'", "(Plain)"});
+  expect_error([&] { inner->replace_module("ok", outer); }, {"ModuleDict.replace_module", "'ok'", "(Plain)"});
+  expect_error([&] { root->replace_module("0", root); }, {"Sequential.replace_module", "'0'"});
+
+  // Nothing was attached: the walks end, and a refused insert kept the list in order.
+  EXPECT_EQ(names(root->named_modules()), (std::vector<std::string>{"", "0", "1"}));
+  EXPECT_EQ(names(outer->named_modules()), (std::vector<std::string>{"", "middle", "middle.0", "middle.0.ok"}));
+  ASSERT_EQ(middle->size(), 1u);
+  EXPECT_EQ((*middle)[0], inner);
+  EXPECT_EQ(root->parameters().size(), 2u);
+  EXPECT_EQ(outer->state_dict().size(), 0u);
+
+  // A module on the stack, attached through a non-owning pointer to itself.
+  nn::Sequential on_stack{nn::ReLU()};
+  expect_error(
+      [&] { on_stack.push_back(std::shared_ptr<nn::UnaryModule>(std::shared_ptr<nn::UnaryModule>(), &on_stack)); },
+      {"contain itself"});
+
+  // Sharing is not a cycle (PyTorch allows it): the same module twice, and a sibling subtree.
+  auto shared = std::make_shared<nn::Linear>(2, 2);
+  auto left = std::make_shared<nn::Sequential>(shared);
+  auto right = std::make_shared<nn::Sequential>(shared, left);
+  auto both = std::make_shared<nn::ModuleList>(left, right);
+  both->push_back(shared);
+  EXPECT_EQ(both->parameters().size(), 2u);
+  EXPECT_EQ(both->named_modules().size(), 4u);
+  EXPECT_EQ(both->state_dict().size(), 8u);
+}
+
 // ---- printing -----------------------------------------------------------------------------------
 
 class WithExtra : public nn::Module {

@@ -25,12 +25,19 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
 }
 
 void ModuleList::extend(const std::vector<std::shared_ptr<Module>>& modules) {
+  // All or nothing: a module that may not be attached is found before any is.
+  for (size_t i = 0; i < modules.size(); ++i) {
+    TG_CHECK(modules[i] != nullptr, "ModuleList.extend: module ", i, " is null");
+    check_no_cycle("extend", std::to_string(size() + i), *modules[i]);
+  }
   for (const auto& m : modules) push_back(m);
 }
 
 void ModuleList::insert(size_t index, std::shared_ptr<Module> module) {
   TG_CHECK(index <= size(), "ModuleList.insert: index ", index, " is out of range for ", size(), " modules");
   TG_CHECK(module != nullptr, "ModuleList.insert: module is null");
+  // Checked before the tail is taken off, so a refused module leaves the list as it was.
+  check_no_cycle("insert", std::to_string(index), *module);
   // Re-register the tail one place up, so names stay equal to positions.
   std::vector<std::shared_ptr<Module>> tail;
   while (size() > index) {

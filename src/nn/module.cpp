@@ -43,14 +43,38 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
   return tensor;
 }
 
+void Module::check_no_cycle(const char* op, const std::string& name, const Module& module) const {
+  // Note [no cycles]: every tree walk (parameters, state_dict, to, train, str) recurses into the
+  // children, so a module inside its own subtree would recurse until the stack overflows. The
+  // walk here is iterative and visits each module once, so a shared module costs nothing extra.
+  std::set<const Module*> seen;
+  std::vector<std::pair<std::string, const Module*>> stack{{"", &module}};
+  while (!stack.empty()) {
+    auto [path, m] = std::move(stack.back());
+    stack.pop_back();
+    if (m == this) {
+      const std::string where = path.empty() ? std::string("it is this ") + this->name() + " itself"
+                                             : "this " + this->name() + " is inside it, at '" + path + "'";
+      ::tapegrad::detail::throw_error(::tapegrad::detail::str_cat(this->name(), ".", op, ": cannot attach '", name,
+                                                                  "' (", module.name(),
+                                                                  "): a module cannot contain itself, and ", where));
+    }
+    if (!seen.insert(m).second) continue;
+    for (const auto& [child_name, child] : m->children_)
+      stack.emplace_back(path.empty() ? child_name : path + "." + child_name, child.get());
+  }
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   TG_CHECK(module != nullptr, this->name(), ": child module '", name, "' is null");
+  check_no_cycle("register_module", name, *module);
   children_.emplace_back(name, std::move(module));
 }
 
 void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
   TG_CHECK(module != nullptr, this->name(), ".replace_module: module '", name, "' is null");
+  check_no_cycle("replace_module", name, *module);
   for (auto& entry : children_)
     if (entry.first == name) {
       entry.second = std::move(module);

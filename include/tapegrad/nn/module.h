@@ -107,6 +107,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<std::decay_t<M>> register_module(const std::string& name, M&& module) {
     return register_module(name, std::make_shared<std::decay_t<M>>(std::forward<M>(module)));
   }
+  // A module may appear in the tree more than once (shared, as with tied weights), but never inside
+  // itself: registering (or replacing with) a module whose subtree holds this module throws.
   // Puts `module` in the place of the child `name` (same position); throws if there is none.
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
   // Removes the child `name`; throws if there is none.
@@ -169,6 +171,9 @@ class Module : public std::enable_shared_from_this<Module> {
   bool has_forward_hooks() const { return !forward_hooks_.list()->hooks.empty(); }
 
  protected:
+  // Throws, naming `op`, the child's name and both modules, when attaching `module` under `name`
+  // would put this module inside its own subtree (`module` is this module or an ancestor of it).
+  void check_no_cycle(const char* op, const std::string& name, const Module& module) const;
   // Called by operator() of the module types after forward(): runs the registered hooks.
   void run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   // Extra text inside the parentheses of str(), e.g. "in_features=4, out_features=2, bias=true".
