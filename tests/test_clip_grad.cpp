@@ -105,6 +105,39 @@ TEST(ClipGradNorm, Float32AndHalfPrecisionGradients) {
   EXPECT_NEAR(mixed.item(), 5.0, 1e-12);
 }
 
+// Gradients whose squares (or powers, or their sum) overflow float32 still have a finite norm: the
+// powers are summed in float64. Before, the norm came out inf and every gradient was zeroed.
+TEST(ClipGradNorm, HugeFloat32GradientsDoNotOverflowTheNorm) {
+  struct Huge {
+    double p;
+    std::vector<double> grad;
+    double norm;  // by hand: (sum |g|^p)^(1/p)
+  };
+  const std::vector<Huge> cases{{2.0, {3e19, -4e19}, 5e19},                  // 9e38 > float32's max (3.4e38)
+                                {2.0, {2e38, 2e38}, 2e38 * std::sqrt(2.0)},  // the norm itself still fits
+                                {1.0, {3e38, -3e38}, 6e38},  // a sum past the max: the norm is inf in float32
+                                {3.0, {1e13, -1e13}, 1e13 * std::cbrt(2.0)},  // 1e39 per term
+                                {kInf, {-3.4e38, 1.0}, 3.4e38}};
+  for (const Huge& h : cases) {
+    Tensor p = zeros({2}, kFloat32).requires_grad_();
+    p.set_grad(tensor<double>(h.grad).to(kFloat32));
+    const double g0 = static_cast<float>(h.grad[0]), g1 = static_cast<float>(h.grad[1]);
+    Tensor total = clip_grad_norm_({p}, 1.0, h.p);
+    if (h.norm <= std::numeric_limits<float>::max())
+      EXPECT_NEAR(total.item(), h.norm, 1e-6 * h.norm) << "norm_type " << h.p;
+    else
+      EXPECT_EQ(total.item(), kInf) << "the float32 result holds the norm as inf, but the clip used its value";
+    // Scaled by max_norm / norm, not zeroed.
+    testing::expect_close(p.grad(), {g0 / h.norm, g1 / h.norm}, 1e-6);
+    EXPECT_NE(p.grad().abs().max().item(), 0.0) << "norm_type " << h.p;
+  }
+  // bfloat16 has float32's range, so the same overflow (summed in float32 before).
+  Tensor q = zeros({2}, kBFloat16).requires_grad_();
+  q.set_grad(tensor<double>({3e19, 4e19}).to(kBFloat16));
+  clip_grad_norm_({q}, 1.0);
+  testing::expect_close(q.grad(), {0.6, 0.8}, 0.01);
+}
+
 TEST(ClipGradNorm, NoGradientsGiveAZeroNorm) {
   Tensor p = zeros({3}).requires_grad_();
   Tensor norm = clip_grad_norm_({p}, 1.0);
@@ -130,6 +163,14 @@ TEST(ClipGradNorm, NonFiniteNormIsAnErrorOnRequestAndLeavesTheGradients) {
       // Without the check, like PyTorch, the norm is returned and the gradients scaled by it.
       Tensor total = clip_grad_norm_(c.params, 1.0, p);
       EXPECT_FALSE(std::isfinite(total.item())) << "norm_type " << p << " grad " << bad;
+      // The clip coefficient is max_norm / (total + 1e-6) clamped to at most 1: 0 for an inf norm,
+      // NaN for a NaN norm (torch.clamp keeps NaN), so the finite gradients become 0 or NaN.
+      for (double v : testing::values(c.params[0].grad())) {
+        if (std::isnan(total.item()))
+          EXPECT_TRUE(std::isnan(v)) << "norm_type " << p;
+        else
+          EXPECT_EQ(v, 0.0) << "norm_type " << p;
+      }
     }
   }
   // Negative control: finite gradients pass the check.

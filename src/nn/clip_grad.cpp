@@ -36,18 +36,24 @@ bool cpu_half(const Tensor& t) {
 
 // sum(|g|^p) for a finite p, max(|g|) for p = inf, as a float64 0-dim tensor on `device`.
 Tensor partial_norm(const Tensor& grad, double p, Device device) {
-  // Half-precision squares overflow at 256, so those are summed in float32 (as PyTorch's norm
-  // kernels accumulate); float32 and float64 sums accumulate in float64 already.
-  Tensor g = grad.dtype() == kFloat16 || grad.dtype() == kBFloat16 ? grad.to(kFloat32) : grad;
   Tensor part;
-  if (std::isinf(p))
+  if (std::isinf(p)) {
+    // max(|g|) cannot overflow; 16-bit values are compared in float32.
+    Tensor g = grad.dtype() == kFloat16 || grad.dtype() == kBFloat16 ? grad.to(kFloat32) : grad;
     part = g.numel() == 0 ? zeros({}, TensorOptions(g.dtype()).device(g.device())) : max(abs(g));
-  else if (p == 2.0)
-    part = sum(square(g));
-  else if (p == 1.0)
-    part = sum(abs(g));
-  else
-    part = sum(pow(abs(g), p));
+  } else {
+    // |g|^p overflows float32 from |g| ~ 1.8e19 (p = 2) and float16 from 256, and a sum of them
+    // can overflow even when every term fits; the total would then be inf and every gradient
+    // scaled by 0. So the powers and their sum are taken in float64 (PyTorch's CPU norm kernels
+    // accumulate float32 in double too), at the cost of one float64 copy of one gradient at a time.
+    Tensor g = grad.dtype() == kFloat64 ? grad : grad.to(kFloat64);
+    if (p == 2.0)
+      part = sum(square(g));
+    else if (p == 1.0)
+      part = sum(abs(g));
+    else
+      part = sum(pow(abs(g), p));
+  }
   return part.to(device, kFloat64);
 }
 
