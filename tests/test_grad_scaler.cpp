@@ -286,6 +286,16 @@ TEST(GradScaler, StateDictRoundTrip) {
   bad = state;
   bad[0].second = full({}, -1.0, TensorOptions(kFloat32));
   expect_error([&] { c.load_state_dict(bad); }, {"\"scale\"", "-1"});
+  // A float64 "scale" beyond float32's range, and a growth_interval beyond int64's (converting it
+  // was undefined behaviour).
+  bad = state;
+  bad[0].second = full({}, 1e39, TensorOptions(kFloat64));
+  expect_error([&] { c.load_state_dict(bad); }, {"GradScaler::load_state_dict", "\"scale\"", "1e+39", "float32"});
+  bad = state;
+  bad[3].second = full({}, 1e30, TensorOptions(kFloat64));
+  expect_error([&] { c.load_state_dict(bad); }, {"GradScaler::load_state_dict", "growth_interval", "1e+30"});
+  bad[3].second = full({}, std::nan(""), TensorOptions(kFloat64));
+  expect_error([&] { c.load_state_dict(bad); }, {"growth_interval", "nan"});
   EXPECT_EQ(c.get_scale(), 64.0);
   EXPECT_EQ(c.get_growth_factor(), 2.0);
   // The loaded scale is what scale() then multiplies by.
@@ -325,10 +335,16 @@ TEST(GradScaler, BadArgumentsAreClearErrors) {
   expect_error([] { GradScaler s(65536.0, 2.0, -0.5); }, {"backoff_factor", "-0.5"});
   expect_error([] { GradScaler s(65536.0, 2.0, 0.5, 0); }, {"GradScaler", "growth_interval must be a positive", "0"});
   expect_error([] { GradScaler s(65536.0, 2.0, 0.5, -3); }, {"growth_interval", "-3"});
-  expect_error([] { GradScaler s(0.0); }, {"GradScaler", "scale must be finite and > 0", "0"});
+  expect_error([] { GradScaler s(0.0); }, {"GradScaler", "init_scale must be finite and > 0", "0"});
   expect_error([] { GradScaler s(kInf); }, {"scale", "inf"});
   expect_error([] { GradScaler s(65536.0, kNaN); }, {"growth_factor", "nan"});
+  // Finite doubles the float32 scale cannot hold: stored as inf (every step skipped forever) or 0.
+  expect_error([] { GradScaler s(1e39); }, {"GradScaler", "init_scale", "1e+39", "not representable in float32"});
+  expect_error([] { GradScaler s(1e-46); }, {"GradScaler", "init_scale", "1e-46", "float32"});
+  EXPECT_EQ(GradScaler(3.4e38).get_scale(), static_cast<double>(3.4e38f));  // the largest kind still works
   GradScaler ok;
+  ok.scale(tensor<float>({1.0f}));
+  expect_error([&] { ok.update(1e300); }, {"GradScaler::update", "new_scale", "float32"});
   expect_error([&] { ok.set_growth_factor(0.9); }, {"GradScaler::set_growth_factor", "0.9"});
   expect_error([&] { ok.set_backoff_factor(1.5); }, {"GradScaler::set_backoff_factor", "1.5"});
   expect_error([&] { ok.set_growth_interval(0); }, {"GradScaler::set_growth_interval", "0"});

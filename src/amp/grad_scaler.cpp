@@ -18,8 +18,14 @@ namespace tapegrad::amp {
 
 namespace {
 
-void check_init_scale(double v, const char* where) {
-  TG_CHECK(std::isfinite(v) && v > 0, where, ": the scale must be finite and > 0, got ", v);
+// The scale is stored in float32 (as PyTorch's is): a double that is finite but beyond float32's
+// range would be stored as inf (every step then skipped, the scale backed off to inf again), and
+// one below its smallest subnormal as 0, so both are refused along with non-finite and <= 0 ones.
+void check_init_scale(double v, const char* where, const char* field = "init_scale") {
+  TG_CHECK(std::isfinite(v) && v > 0, where, ": ", field, " must be finite and > 0, got ", v);
+  const float stored = static_cast<float>(v);
+  TG_CHECK(std::isfinite(stored) && stored > 0, where, ": ", field, " ", v,
+           " is not representable in float32 (the scale's type), whose range is about 1.4e-45 to 3.4e38");
 }
 void check_growth_factor(double v, const char* where) {
   TG_CHECK(v > 1.0 && std::isfinite(v), where, ": growth_factor must be > 1 (and finite), got ", v);
@@ -176,7 +182,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!enabled_) return;
   check_started("update");
-  check_init_scale(new_scale, "GradScaler::update");
+  check_init_scale(new_scale, "GradScaler::update", "new_scale");
   scale_value_ = static_cast<float>(new_scale);
   scale_.fill_(scale_value_);
   states_.clear();
@@ -224,10 +230,12 @@ void GradScaler::load_state_dict(const StateDict& state) {
   const double scale = value("scale"), growth = value("growth_factor"), backoff = value("backoff_factor");
   const double interval = value("growth_interval"), tracker = value("_growth_tracker");
   const std::string w = std::string(where) + ": \"";
-  check_init_scale(scale, (w + "scale\"").c_str());
+  check_init_scale(scale, where, "\"scale\"");
   check_growth_factor(growth, (w + "growth_factor\"").c_str());
   check_backoff_factor(backoff, (w + "backoff_factor\"").c_str());
-  TG_CHECK(interval == std::floor(interval), where, ": \"growth_interval\" must be an integer, got ", interval);
+  // Range first: converting a double beyond int64's range is undefined behaviour.
+  TG_CHECK(interval == std::floor(interval) && interval >= 1 && interval <= INT32_MAX, where,
+           ": \"growth_interval\" must be a positive int32, got ", interval);
   check_growth_interval(static_cast<int64_t>(interval), (w + "growth_interval\"").c_str());
   TG_CHECK(tracker >= 0 && tracker == std::floor(tracker) && tracker < interval, where,
            ": \"_growth_tracker\" must be an integer in [0, growth_interval), got ", tracker);
