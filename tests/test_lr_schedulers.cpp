@@ -388,6 +388,64 @@ TEST(LRSchedulers, InitialLrIsSetOnceAndShared) {
   EXPECT_EQ(run.opt.param_groups()[1].initial_lr(), 0.02);
 }
 
+// Two schedulers stepped on one optimiser compose, as PyTorch's chainable forms do: ExponentialLR
+// multiplies the current lr by gamma, MultiStepLR by its gamma at a milestone. PyTorch (2.x) gives
+// lr(e) = base * 0.9^e * 0.5^(milestones <= e); before, the second overwrote the first with its
+// own closed form (base * 0.5^...).
+TEST(LRSchedulers, TwoSchedulersOnOneOptimiserCompose) {
+  TwoGroups run;
+  optim::ExponentialLR exp_lr(run.opt, 0.9);
+  optim::MultiStepLR steps(run.opt, {4, 2}, 0.5);  // unsorted, as PyTorch allows
+  const std::vector<double> base{0.1, 0.02};
+  for (int64_t e = 1; e <= 8; ++e) {
+    exp_lr.step();
+    steps.step();
+    const double factor = std::pow(0.9, static_cast<double>(e)) * std::pow(0.5, (e >= 2) + (e >= 4));
+    for (size_t g = 0; g < 2; ++g) {
+      EXPECT_NEAR(run.lrs()[g], base[g] * factor, 1e-15) << "epoch " << e;
+      EXPECT_EQ(steps.get_last_lr()[g], run.lrs()[g]);  // what each scheduler last set
+    }
+    // ExponentialLR's last lr is before MultiStepLR's factor of this epoch.
+    EXPECT_NEAR(exp_lr.get_last_lr()[0], 0.1 * std::pow(0.9, static_cast<double>(e)) * std::pow(0.5, (e > 2) + (e > 4)),
+                1e-15);
+  }
+  // A scheduler made after another has changed the lr keeps that lr (its first step is
+  // chainable): PyTorch's LinearLR(0.5) then StepLR starts StepLR from 0.05, not from 0.1.
+  TwoGroups warm;
+  optim::LinearLR linear(warm.opt, 0.5, 1.0, 4);
+  optim::StepLR step_lr(warm.opt, 2, 0.1);
+  EXPECT_NEAR(warm.lrs()[0], 0.05, 1e-17);
+  linear.step();  // 0.05 * (1 + 0.5 / (4 * 0.5 + 0 * 0.5)) = 0.0625
+  step_lr.step();
+  EXPECT_NEAR(warm.lrs()[0], 0.0625, 1e-16);
+  linear.step();  // 0.0625 * (1 + 0.5 / (2 + 0.5)) = 0.075, then StepLR's epoch 2: * 0.1
+  step_lr.step();
+  EXPECT_NEAR(warm.lrs()[0], 0.0075, 1e-16);
+  // set_epoch (PyTorch's step(epoch)) is the closed form from the base lr.
+  step_lr.set_epoch(2);
+  EXPECT_NEAR(warm.lrs()[0], 0.01, 1e-17);
+}
+
+// PyTorch's loop (total_steps optimiser steps, each followed by a scheduler step) reaches step
+// total_steps, where OneCycleLR extrapolates the last phase: with linear annealing PyTorch gives
+// lr = (min - max) * pct + max, pct = (total - start) / (total - 1 - start) > 1, here
+// start = 0.3 * 10 - 1 = 2, pct = 8 / 7, lr = 1 - (1 - 4e-6) * 8 / 7, below zero. It threw before.
+TEST(OneCycleLR, LinearAnnealingReachesTotalStepsAsPyTorch) {
+  TwoGroups run;
+  optim::OneCycleLR sched(run.opt, 1.0, 10, optim::OneCycleLROptions().anneal_strategy("linear"));
+  for (int i = 0; i < 9; ++i) sched.step();
+  EXPECT_NEAR(run.lrs()[0], 4e-6, 1e-15);  // step total_steps - 1: min_lr = 1 / 25 / 1e4
+  sched.step();
+  EXPECT_EQ(sched.last_epoch(), 10);
+  EXPECT_NEAR(run.lrs()[0], 1.0 - (1.0 - 4e-6) * 8.0 / 7.0, 1e-15);
+  EXPECT_NEAR(run.opt.param_groups()[0].momentum(), 0.85 + (0.95 - 0.85) * 8.0 / 7.0, 1e-15);
+  // One more is PyTorch's ValueError; here a clear error, nothing changed.
+  const double before = run.lrs()[0];
+  expect_error([&] { sched.step(); }, {"OneCycleLR", "11", "total_steps is 10"});
+  EXPECT_EQ(sched.last_epoch(), 10);
+  EXPECT_EQ(run.lrs()[0], before);
+}
+
 // --- state for resuming -------------------------------------------------------------------------
 
 TEST(SchedulerState, SequentialLRRoundTripResumesMidSchedule) {

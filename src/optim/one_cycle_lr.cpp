@@ -106,17 +106,26 @@ void OneCycleLR::check_epoch(int64_t epoch) const {
   TG_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch, " times; total_steps is ", total_steps_);
 }
 
-void OneCycleLR::apply(int64_t epoch) {
-  LRScheduler::apply(epoch);
+void OneCycleLR::apply(bool closed_form) {
+  LRScheduler::apply(closed_form);
+  set_momenta();
+}
+
+void OneCycleLR::set_momenta() {
   if (!options_.cycle_momentum_) return;
   auto groups = optimizer().param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
-    const double m = momentum_at(g, epoch);
+    const double m = momentum_at(g, last_epoch());
     if (use_beta1_)
       groups[g].betas(m, groups[g].betas().second);
     else
       groups[g].momentum(m);
   }
+}
+
+void OneCycleLR::load_state_dict(const StateDict& state) {
+  LRScheduler::load_state_dict(state);
+  set_momenta();
 }
 
 }  // namespace tapegrad::optim

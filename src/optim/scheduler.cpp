@@ -1,5 +1,5 @@
-// The scheduler base and the closed-form schedules: StepLR, MultiStepLR, ExponentialLR,
-// CosineAnnealingLR, LambdaLR, LinearLR.
+// The scheduler base and the epoch schedules, each in PyTorch's two forms (chainable and closed):
+// StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LambdaLR, LinearLR.
 #include "tapegrad/optim/scheduler.h"
 
 #include <algorithm>
@@ -57,47 +57,80 @@ LRScheduler::LRScheduler(Optimizer& optimizer, const char* name) : optimizer_(op
 }
 
 void LRScheduler::step() {
-  set_epoch(epoch_ + 1);
+  advance(epoch_ + 1, /*closed_form=*/false);
 }
 
 void LRScheduler::set_epoch(int64_t epoch) {
   TG_CHECK(epoch >= 0, name_, ": epoch must be >= 0, got ", epoch);
+  advance(epoch, /*closed_form=*/true);
+}
+
+void LRScheduler::advance(int64_t epoch, bool closed_form) {
   TG_CHECK(optimizer_.param_groups().size() == base_lrs_.size(), name_, ": the optimiser has ",
            optimizer_.param_groups().size(), " parameter groups, the scheduler was made for ", base_lrs_.size());
   check_epoch(epoch);
-  apply(epoch);
+  // The forms read last_epoch(), so it moves first, and back if apply refuses the values.
+  const int64_t before = epoch_;
   epoch_ = epoch;
+  try {
+    apply(closed_form);
+  } catch (...) {
+    epoch_ = before;
+    throw;
+  }
 }
 
-void LRScheduler::apply(int64_t epoch) {
+void LRScheduler::apply(bool closed_form) {
+  auto groups = optimizer_.param_groups();
   std::vector<double> lrs(base_lrs_.size());
   for (size_t g = 0; g < lrs.size(); ++g) {
-    lrs[g] = lr_at(g, epoch);
-    TG_CHECK(std::isfinite(lrs[g]) && lrs[g] >= 0, name_, ": epoch ", epoch, " gives parameter group ", g,
-             " the invalid learning rate ", lrs[g]);
+    lrs[g] = closed_form ? lr_at(g, epoch_) : chained_lr(g, groups[g].lr());
+    TG_CHECK(std::isfinite(lrs[g]) && (lrs[g] >= 0 || allows_negative_lr()), name_, ": epoch ", epoch_,
+             " gives parameter group ", g, " the invalid learning rate ", lrs[g]);
   }
-  auto groups = optimizer_.param_groups();
   for (size_t g = 0; g < lrs.size(); ++g) groups[g].lr(lrs[g]);
   last_lrs_ = std::move(lrs);
 }
 
 StateDict LRScheduler::state_dict() const {
-  return {{"last_epoch", number_tensor(static_cast<double>(epoch_))}, {"base_lrs", numbers_tensor(base_lrs_)}};
+  return {{"last_epoch", number_tensor(static_cast<double>(epoch_))},
+          {"base_lrs", numbers_tensor(base_lrs_)},
+          {"last_lr", numbers_tensor(last_lrs_)}};
 }
 
 void LRScheduler::load_state_dict(const StateDict& state) {
-  auto entries = scheduler_entries(state, {"last_epoch", "base_lrs"}, name_);
-  const int64_t epoch = read_count(entries, "last_epoch", name_);
-  std::vector<double> base = read_numbers(entries, "base_lrs", static_cast<int64_t>(base_lrs_.size()), name_);
+  auto entries = scheduler_entries(state, {"last_epoch", "base_lrs", "last_lr"}, name_);
+  // -1: a scheduler of a SequentialLR that has not started yet.
+  const double saved_epoch = read_numbers(entries, "last_epoch", 1, name_)[0];
+  TG_CHECK(saved_epoch >= -1 && saved_epoch <= 9007199254740992.0 && saved_epoch == std::floor(saved_epoch), name_,
+           ".load_state_dict: 'last_epoch' holds ", saved_epoch, ", not a whole number >= -1");
+  const int64_t epoch = static_cast<int64_t>(saved_epoch);
+  const int64_t groups = static_cast<int64_t>(base_lrs_.size());
+  std::vector<double> base = read_numbers(entries, "base_lrs", groups, name_);
   for (double lr : base) TG_CHECK(std::isfinite(lr) && lr >= 0, name_, ".load_state_dict: invalid base lr ", lr);
-  std::vector<double> old = base_lrs_;
-  base_lrs_ = base;
-  try {
-    set_epoch(epoch);
-  } catch (...) {
-    base_lrs_ = old;
-    throw;
+  TG_CHECK(optimizer_.param_groups().size() == base_lrs_.size(), name_, ".load_state_dict: the optimiser has ",
+           optimizer_.param_groups().size(), " parameter groups, the scheduler was made for ", base_lrs_.size());
+  if (!entries.count("last_lr")) {
+    // Saved before schedulers chained: the closed form of the epoch, as then.
+    std::vector<double> old = base_lrs_;
+    base_lrs_ = base;
+    try {
+      set_epoch(epoch);
+    } catch (...) {
+      base_lrs_ = old;
+      throw;
+    }
+    return;
   }
+  std::vector<double> last = read_numbers(entries, "last_lr", groups, name_);
+  for (double lr : last)
+    TG_CHECK(std::isfinite(lr) && (lr >= 0 || allows_negative_lr()), name_, ".load_state_dict: invalid last_lr ", lr);
+  check_epoch(epoch);
+  base_lrs_ = base;
+  epoch_ = epoch;
+  auto param_groups = optimizer_.param_groups();
+  for (size_t g = 0; g < last.size(); ++g) param_groups[g].lr(last[g]);
+  last_lrs_ = std::move(last);
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
@@ -109,6 +142,10 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
 
 double StepLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs()[group] * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+double StepLR::chained_lr(size_t /*group*/, double lr) const {
+  return last_epoch() == 0 || last_epoch() % step_size_ != 0 ? lr : lr * gamma_;
 }
 
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
@@ -124,6 +161,11 @@ double MultiStepLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs()[group] * std::pow(gamma_, static_cast<double>(passed));
 }
 
+double MultiStepLR::chained_lr(size_t /*group*/, double lr) const {
+  const auto [first, last] = std::equal_range(milestones_.begin(), milestones_.end(), last_epoch());
+  return first == last ? lr : lr * std::pow(gamma_, static_cast<double>(last - first));
+}
+
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
     : LRScheduler(optimizer, "ExponentialLR"), gamma_(gamma) {
   TG_CHECK(gamma > 0 && std::isfinite(gamma), "ExponentialLR: invalid gamma ", gamma);
@@ -132,6 +174,10 @@ ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
 
 double ExponentialLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs()[group] * std::pow(gamma_, static_cast<double>(epoch));
+}
+
+double ExponentialLR::chained_lr(size_t /*group*/, double lr) const {
+  return last_epoch() == 0 ? lr : lr * gamma_;
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
@@ -145,6 +191,19 @@ double CosineAnnealingLR::lr_at(size_t group, int64_t epoch) const {
   const double pi = 3.14159265358979323846;
   return eta_min_ + (base_lrs()[group] - eta_min_) *
                         (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
+}
+
+double CosineAnnealingLR::chained_lr(size_t group, double lr) const {
+  // PyTorch's get_lr. Where the previous cosine is -1 (epoch - 1 an odd multiple of t_max) the
+  // ratio below would divide by zero, so that step adds the rise of the first step instead.
+  const double pi = 3.14159265358979323846;
+  const int64_t e = last_epoch();
+  const double t = static_cast<double>(t_max_);
+  if (e == 0) return lr;
+  if ((e - 1 - t_max_) % (2 * t_max_) == 0) return lr + (base_lrs()[group] - eta_min_) * (1 - std::cos(pi / t)) / 2;
+  return (1 + std::cos(pi * static_cast<double>(e) / t)) / (1 + std::cos(pi * static_cast<double>(e - 1) / t)) *
+             (lr - eta_min_) +
+         eta_min_;
 }
 
 LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
@@ -178,6 +237,14 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
 double LinearLR::lr_at(size_t group, int64_t epoch) const {
   const double t = static_cast<double>(std::min(epoch, total_iters_)) / static_cast<double>(total_iters_);
   return base_lrs()[group] * (start_factor_ + (end_factor_ - start_factor_) * t);
+}
+
+double LinearLR::chained_lr(size_t /*group*/, double lr) const {
+  const int64_t e = last_epoch();
+  if (e == 0) return lr * start_factor_;
+  if (e > total_iters_) return lr;
+  const double delta = end_factor_ - start_factor_;
+  return lr * (1.0 + delta / (static_cast<double>(total_iters_) * start_factor_ + static_cast<double>(e - 1) * delta));
 }
 
 }  // namespace tapegrad::optim

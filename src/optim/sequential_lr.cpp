@@ -20,9 +20,29 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
   for (size_t i = 0; i < milestones_.size(); ++i)
     TG_CHECK(milestones_[i] > 0 && (i == 0 || milestones_[i] > milestones_[i - 1]),
              "SequentialLR: milestones must be increasing and positive, got ", milestones_[i], " at position ", i);
-  // The schedulers were made before this one, each setting its epoch-0 lr; the first one's
-  // epoch 0 is what counts (PyTorch resets the lrs and re-runs the first scheduler's first step).
-  initialize();
+  // The schedulers were made before this one, each taking its first step; as PyTorch does, the
+  // lrs go back to initial_lr, every scheduler's first step is undone, and the first one's redone.
+  auto groups = optimizer.param_groups();
+  std::vector<double> lrs_before;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    lrs_before.push_back(groups[g].lr());
+    groups[g].lr(groups[g].initial_lr());
+  }
+  for (auto& scheduler : schedulers_) scheduler->undo_initial_step();
+  try {
+    schedulers_[0]->advance(schedulers_[0]->epoch_ + 1, /*closed_form=*/false);
+  } catch (...) {
+    for (auto& scheduler : schedulers_) ++scheduler->epoch_;
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].lr(lrs_before[g]);
+    throw;
+  }
+  epoch_ = 0;
+  last_lrs_ = schedulers_[0]->get_last_lr();
+}
+
+void SequentialLR::undo_initial_step() {
+  // As PyTorch's recursive_undo: the schedulers inside, not this one's own count.
+  for (auto& scheduler : schedulers_) scheduler->undo_initial_step();
 }
 
 std::pair<size_t, int64_t> SequentialLR::locate(int64_t epoch) const {
@@ -41,10 +61,16 @@ void SequentialLR::check_epoch(int64_t epoch) const {
   schedulers_[i]->check_epoch(local);
 }
 
-void SequentialLR::apply(int64_t epoch) {
-  const auto [i, local] = locate(epoch);
-  schedulers_[i]->set_epoch(local);
-  last_lrs_ = schedulers_[i]->get_last_lr();
+void SequentialLR::apply(bool closed_form) {
+  const auto [i, local] = locate(last_epoch());
+  LRScheduler& scheduler = *schedulers_[i];
+  // PyTorch's step(): a scheduler starts at its milestone from its closed form at epoch 0, and
+  // steps by its chainable form after that. set_epoch jumps straight to the closed form.
+  if (closed_form || (i > 0 && local == 0))
+    scheduler.set_epoch(local);
+  else
+    scheduler.step();
+  last_lrs_ = scheduler.get_last_lr();
 }
 
 StateDict SequentialLR::state_dict() const {
