@@ -514,6 +514,25 @@ TEST(SchedulerState, ReduceLROnPlateauRoundTripContinuesIdentically) {
   EXPECT_EQ(sb.best(), 1.0);
 }
 
+// A state dict saved before schedulers chained has no "last_lr": it still loads, with the closed
+// form of its epoch (base * 0.5^floor(5 / 2)), and stepping then chains from there.
+TEST(SchedulerState, OldStateDictWithoutLastLrStillLoads) {
+  TwoGroups run;
+  optim::StepLR sched(run.opt, 2, 0.5);
+  sched.load_state_dict({{"last_epoch", full({}, 5.0, kFloat64)}, {"base_lrs", tensor<double>({0.1, 0.02})}});
+  EXPECT_EQ(sched.last_epoch(), 5);
+  EXPECT_NEAR(run.lrs()[0], 0.025, 1e-17);
+  EXPECT_NEAR(run.lrs()[1], 0.005, 1e-17);
+  sched.step();  // epoch 6: * 0.5
+  EXPECT_NEAR(run.lrs()[0], 0.0125, 1e-17);
+  // The new format round-trips what the scheduler last set, after another scheduler changed it.
+  TwoGroups other;
+  optim::StepLR again(other.opt, 2, 0.5);
+  again.load_state_dict(sched.state_dict());
+  EXPECT_EQ(other.lrs(), run.lrs());
+  EXPECT_EQ(again.get_last_lr(), sched.get_last_lr());
+}
+
 TEST(SchedulerState, BadStateDictsAreErrors) {
   TwoGroups run;
   optim::StepLR sched(run.opt, 2);
