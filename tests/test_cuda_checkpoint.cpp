@@ -22,7 +22,10 @@ struct Block {
     fc1.to(kCUDA);
     fc2.to(kCUDA);
   }
-  Tensor operator()(const Tensor& x) { return fc2.forward(dropout(relu(fc1.forward(x)), 0.3, true, generator)); }
+  // Dropout on float32: the CUDA backend draws no 16-bit random numbers (rand in f16 is an error).
+  Tensor operator()(const Tensor& x) {
+    return fc2.forward(dropout(relu(fc1.forward(x)).to(kFloat32), 0.3, true, generator));
+  }
   std::vector<Tensor> tensors(const Tensor& x) const { return {fc1.weight, fc1.bias, fc2.weight, fc2.bias, x}; }
 };
 
