@@ -4,10 +4,14 @@
 // without the replay; bad inputs; and the memory it frees, counted by the CPU allocator.
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu/caching_allocator.h"
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/node.h"
 #include "test_util.h"
@@ -220,6 +224,153 @@ TEST(Checkpoint, WithoutTheGeneratorReplayDropoutGradientsDiffer) {
   const std::vector<double> plain = grads_with(false, true);
   EXPECT_EQ(grads_with(true, true), plain);
   EXPECT_NE(grads_with(true, false), plain);
+}
+
+// A Dropout that draws from a Generator of its own gets its forward mask again in the
+// recomputation, and that generator ends where the plain run leaves it, also when the training
+// loop draws from it between forward and backward. Without the replay the masks differ (the
+// negative control).
+TEST(Checkpoint, DropoutWithItsOwnGeneratorGivesIdenticalGradients) {
+  Mlp m;
+  Generator own(99);
+  nn::Dropout drop(0.4, &own);
+  Tensor x = input({5, 8}, 17);
+  CheckpointFunction block = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{m.fc2.forward(drop(relu(m.fc1.forward(in[0]))))};
+  };
+  std::vector<Tensor> all = m.params();
+  all.push_back(x);
+  auto run = [&](bool checkpointed, bool preserve) {
+    clear_grads(all);
+    own.manual_seed(99);
+    manual_seed(1);
+    Tensor h = checkpointed ? checkpoint(block, {x}, preserve)[0] : block({x})[0];
+    rand({3}, TensorOptions(), &own);  // a draw between forward and backward
+    sum(square(h)).backward();
+    RunResult r = collect(all);
+    r.generator_offset = own.offset();
+    r.grads.push_back(values(rand({4}, TensorOptions(kFloat64), &own)));  // the stream continues alike
+    return r;
+  };
+  const RunResult plain = run(false, true);
+  expect_identical(run(true, true), plain);
+  EXPECT_NE(run(true, false).grads, plain.grads);
+}
+
+// Forward under CPU autocast (bf16), backward outside it: the recomputation runs in bf16 again,
+// so the gradients are those of the plain autocast run. And the other way round: a forward
+// outside autocast is recomputed in float32 even when backward runs inside an autocast region.
+// The negative control: bf16 and float32 gradients differ, so the comparison can tell them apart.
+TEST(Checkpoint, RecomputesUnderTheForwardsCpuAutocast) {
+  nn::Linear fc1(8, 16), fc2(16, 8);
+  Tensor x = testing::leaf({5, 8}, 18).to(kFloat32).detach().requires_grad_(true);
+  auto block = [&](const Tensor& in) { return fc2.forward(dropout(relu(fc1.forward(in)), 0.3)); };
+  std::vector<Tensor> all{fc1.weight, fc1.bias, fc2.weight, fc2.bias, x};
+  auto run = [&](bool checkpointed, bool forward_autocast, bool backward_autocast) {
+    clear_grads(all);
+    manual_seed(4);
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(kCPU, kBFloat16, forward_autocast);
+      Tensor h = checkpointed ? checkpoint(block, x) : block(x);
+      loss = sum(square(h.to(kFloat32)));
+    }
+    amp::AutocastGuard autocast(kCPU, kBFloat16, backward_autocast);
+    loss.backward();
+    return collect(all);
+  };
+  const RunResult low = run(false, true, false), full = run(false, false, false);
+  expect_identical(run(true, true, false), low);
+  expect_identical(run(true, false, true), full);
+  EXPECT_NE(low.grads, full.grads);
+}
+
+// Two threads checkpoint dropout on the default generator at once. Thread a's forward lets
+// thread b draw (and checkpoint) in the middle of it, so the numbers a drew do not follow the
+// generator's state when a's checkpoint began; each recomputation must still draw its own
+// forward's mask. With x = 1, the gradient of sum(dropout(x)) is the forward's output.
+TEST(Checkpoint, TwoThreadsCheckpointingKeepTheirOwnMasks) {
+  auto masked = [](const Tensor& in) { return dropout(in, 0.5); };
+  std::promise<void> a_started, b_done;
+  std::future<void> a_started_f = a_started.get_future(), b_done_f = b_done.get_future();
+  std::vector<double> b_out, b_grad;
+  std::thread b([&] {
+    a_started_f.wait();
+    Tensor xb = ones({256}, TensorOptions(kFloat64)).requires_grad_(true);
+    Tensor yb = checkpoint(masked, xb);
+    rand({100});
+    sum(yb).backward();
+    b_out = values(yb);
+    b_grad = values(xb.grad());
+    b_done.set_value();
+  });
+  int calls = 0;
+  Tensor xa = ones({256}, TensorOptions(kFloat64)).requires_grad_(true);
+  Tensor ya = checkpoint(
+      [&](const Tensor& in) {
+        if (++calls == 1) {
+          a_started.set_value();
+          b_done_f.wait();
+        }
+        return masked(in);
+      },
+      xa);
+  b.join();
+  sum(ya).backward();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(values(xa.grad()), values(ya));
+  EXPECT_EQ(b_grad, b_out);
+}
+
+// fn throws when recomputed (after drawing from the default generator and from one of its own):
+// backward fails with fn's error and leaves no state behind: the generators, grad mode and the
+// autocast state are as they were before backward.
+TEST(Checkpoint, AFunctionThrowingInTheRecomputationLeavesNoStateBehind) {
+  Generator own(5);
+  nn::Linear fc(8, 8);
+  int calls = 0;
+  auto fn = [&](const Tensor& in) {
+    Tensor h = dropout(dropout(fc.forward(in), 0.2), 0.3, true, &own);
+    if (++calls == 2) throw std::runtime_error("fn failed in the recomputation");
+    return h;
+  };
+  Tensor x = testing::leaf({4, 8}, 19).to(kFloat32).detach().requires_grad_(true);
+  Tensor y;
+  {
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    y = checkpoint(fn, x);
+  }
+  Tensor loss = sum(y.to(kFloat32));
+  const uint64_t own_offset = own.offset(), default_offset = default_generator().offset();
+  EXPECT_THROW(loss.backward(), std::runtime_error);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(own.offset(), own_offset);
+  EXPECT_EQ(default_generator().offset(), default_offset);
+  EXPECT_TRUE(autograd::grad_enabled());
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceKind::CPU));
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceKind::CUDA));
+}
+
+// A recomputation that draws other random numbers than the forward pass would silently give
+// other masks, and so wrong gradients: a Dropout switched to eval() (or to train()) between
+// forward and backward is an error, not a silent wrong gradient. With preserve_rng_state = false
+// nothing is checked.
+TEST(Checkpoint, ARecomputationThatDrawsDifferentlyIsAnError) {
+  nn::Linear fc(8, 8);
+  Generator own(3);
+  for (Generator* g : {static_cast<Generator*>(nullptr), &own}) {
+    SCOPED_TRACE(g == nullptr ? "default generator" : "own generator");
+    nn::Dropout drop(0.5, g);
+    auto fn = [&](const Tensor& in) { return drop(fc.forward(in)); };
+    Tensor x = input({3, 8}, 20).to(kFloat32).detach().requires_grad_(true);
+    drop.train();
+    Tensor y = checkpoint(fn, x);
+    drop.eval();
+    expect_error([&] { sum(y).backward(); }, {"checkpoint", "drew", "the same work each time"});
+    Tensor z = checkpoint(fn, x);
+    drop.train();
+    expect_error([&] { sum(z).backward(); }, {"checkpoint", "drew", "the same work each time"});
+  }
 }
 
 TEST(Checkpoint, BadInputs) {

@@ -121,6 +121,21 @@ TEST(CheckpointSequential, ListOfModules) {
   EXPECT_EQ(values(s.parameters().front().grad()), plain.grads.front());
 }
 
+// A Dropout switched to eval() between forward and backward would be recomputed without its mask,
+// and the gradients would silently be those of another network; it is an error instead (PyTorch's
+// checkpoint raises one too: the recomputation saves other tensors). The stack in eval() for both
+// passes is fine.
+TEST(CheckpointSequential, AModuleSwitchedToEvalBeforeBackwardIsAnError) {
+  nn::Sequential s = make_stack();
+  Tensor x = testing::leaf({3, 6}, 8);
+  Tensor y = checkpoint_sequential(s, 3, x);
+  s.eval();
+  expect_error([&] { sum(y).backward(); }, {"checkpoint", "drew", "train() and eval()"});
+  x.set_grad(Tensor());
+  sum(checkpoint_sequential(s, 3, x)).backward();
+  EXPECT_TRUE(x.grad().defined());
+}
+
 TEST(CheckpointSequential, BadInputs) {
   nn::Sequential s = make_stack();
   Tensor x = testing::leaf({2, 6}, 5);
@@ -128,6 +143,8 @@ TEST(CheckpointSequential, BadInputs) {
   expect_error([&] { checkpoint_sequential(s, -2, x); }, {"checkpoint_sequential", "got -2"});
   expect_error([&] { checkpoint_sequential(s, 8, x); },
                {"checkpoint_sequential", "segments (8) exceeds the number of modules (7)"});
+  expect_error([&] { checkpoint_sequential(s, INT64_MAX, x); }, {"checkpoint_sequential", "exceeds"});
+  expect_error([&] { checkpoint_sequential(s, INT64_MIN, x); }, {"checkpoint_sequential", "at least 1"});
   expect_error([&] { checkpoint_sequential(nn::Sequential(), 1, x); },
                {"checkpoint_sequential", "exceeds the number of modules (0)"});
   expect_error([&] { checkpoint_sequential(s, 2, Tensor()); }, {"checkpoint_sequential", "input is undefined"});

@@ -1,17 +1,19 @@
 // checkpoint(): a tape node whose backward re-runs the function under grad mode and backpropagates
 // through the recomputation (torch.utils.checkpoint). Forward keeps the inputs (as SavedTensors,
-// so an in-place change is caught) and the default generator's state; nothing fn made.
+// so an in-place change is caught), the random numbers fn drew and the autocast state; nothing fn
+// made.
 #include "tapegrad/autograd/checkpoint.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autograd/requires_grad_probe.h"
+#include "core/generator_replay.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/engine.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/node.h"
-#include "tapegrad/core/generator.h"
 
 namespace tapegrad {
 
@@ -31,26 +33,27 @@ class GradModeScope {
   bool previous_;
 };
 
-// Puts the default generator in a saved state for a scope, then back where it was, so that a
-// recomputation neither changes nor depends on the draws made since the forward pass.
-class GeneratorStateScope {
+// Puts the forward's autocast state of every device kind in place for a scope (enabled or not, and
+// the type), then the previous one back, also when fn throws.
+class AutocastScope {
  public:
-  GeneratorStateScope(bool active, uint64_t seed, uint64_t offset) : active_(active) {
-    if (!active_) return;
-    Generator& g = default_generator();
-    seed_ = g.seed();
-    offset_ = g.offset();
-    g.set_state(seed, offset);
+  struct State {
+    bool enabled;
+    DType dtype;
+  };
+  explicit AutocastScope(const State (&states)[kNumDeviceKinds])
+      : cpu_(kCPU, states[static_cast<int>(DeviceKind::CPU)].dtype, states[static_cast<int>(DeviceKind::CPU)].enabled),
+        cuda_(kCUDA, states[static_cast<int>(DeviceKind::CUDA)].dtype,
+              states[static_cast<int>(DeviceKind::CUDA)].enabled) {}
+  static void capture(State (&states)[kNumDeviceKinds]) {
+    for (int k = 0; k < kNumDeviceKinds; ++k)
+      states[k] = {amp::is_autocast_enabled(static_cast<DeviceKind>(k)),
+                   amp::autocast_dtype(static_cast<DeviceKind>(k))};
   }
-  ~GeneratorStateScope() {
-    if (active_) default_generator().set_state(seed_, offset_);
-  }
-  GeneratorStateScope(const GeneratorStateScope&) = delete;
-  GeneratorStateScope& operator=(const GeneratorStateScope&) = delete;
 
  private:
-  bool active_;
-  uint64_t seed_ = 0, offset_ = 0;
+  static_assert(kNumDeviceKinds == 2, "AutocastScope: one guard per device kind");
+  amp::AutocastGuard cpu_, cuda_;
 };
 
 // What the node keeps between forward and backward.
@@ -59,9 +62,8 @@ struct CheckpointState {
   std::vector<SavedTensor> inputs;
   std::vector<bool> input_requires_grad;
   bool preserve_rng_state;
-  uint64_t rng_seed, rng_offset;
-  bool autocast_cpu;  // the forward's autocast state, put in place for the recomputation
-  DType autocast_cpu_dtype;
+  detail::GeneratorDraws draws;                    // every draw fn made in the forward, from any generator
+  AutocastScope::State autocast[kNumDeviceKinds];  // the forward's, put in place for the recomputation
   std::vector<size_t> recorded;     // the outputs given to the node (the floating-point ones)
   std::vector<Shape> output_sizes;  // every output's shape, to check the recomputation
 };
@@ -85,12 +87,16 @@ std::vector<Tensor> recompute_and_backward(const CheckpointState& state, const s
   }
   std::vector<Tensor> outputs;
   {
-    GeneratorStateScope rng(state.preserve_rng_state, state.rng_seed, state.rng_offset);
+    // The forward's random numbers, from whichever generators it drew them (Note [generator
+    // replay]); the generators themselves are not touched.
+    std::optional<detail::GeneratorReplay> rng;
+    if (state.preserve_rng_state) rng.emplace(state.draws, "checkpoint");
     // As in PyTorch: backward usually runs outside the autocast region, but the recomputation
-    // must compute in the forward's precision.
-    amp::AutocastGuard autocast(kCPU, state.autocast_cpu_dtype, state.autocast_cpu);
+    // must compute in the forward's precision, on every device kind.
+    AutocastScope autocast(state.autocast);
     GradModeScope grad_mode(true);
     outputs = state.fn(leaves);
+    if (rng) rng->expect_all_drawn();
   }
   check_outputs(outputs, "when recomputed in backward");
   TG_CHECK(outputs.size() == state.output_sizes.size(), "checkpoint: fn returned ", outputs.size(),
@@ -130,14 +136,12 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   }
   auto state = std::make_shared<CheckpointState>();
   state->preserve_rng_state = preserve_rng_state;
-  const Generator& generator = default_generator();
-  state->rng_seed = generator.seed();
-  state->rng_offset = generator.offset();
-  state->autocast_cpu = amp::is_autocast_enabled(DeviceKind::CPU);
-  state->autocast_cpu_dtype = amp::autocast_dtype(DeviceKind::CPU);
+  AutocastScope::capture(state->autocast);
   std::vector<Tensor> outputs;
   bool used_grad = false;  // Note [checkpoint probe]
   {
+    std::optional<detail::GeneratorRecording> recording;
+    if (preserve_rng_state) recording.emplace(state->draws);
     autograd::RequiresGradProbe probe;
     GradModeScope no_grad(false);
     outputs = fn(inputs);

@@ -1,9 +1,11 @@
 // The seeded Philox generator state: a key (the seed) and the next unused counter.
 #include "tapegrad/core/generator.h"
 
+#include "core/generator_replay.h"
+
 namespace tapegrad {
 
-Generator::Generator(uint64_t seed) : seed_(seed) {}
+Generator::Generator(uint64_t seed) : id_(detail::new_generator_id()), seed_(seed) {}
 
 void Generator::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -27,10 +29,16 @@ uint64_t Generator::offset() const {
   return offset_;
 }
 
+// Inside a checkpoint's recomputation the draw is the forward's, and the state is not touched
+// (Note [generator replay]).
 Generator::Draw Generator::reserve(uint64_t count) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Draw draw{seed_, offset_};
-  offset_ += count;
+  Draw draw{0, 0};
+  if (!detail::GeneratorReplay::replayed(id_, count, draw.seed, draw.offset)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draw = Draw{seed_, offset_};
+    offset_ += count;
+  }
+  detail::note_generator_draw(id_, count, draw.seed, draw.offset);
   return draw;
 }
 

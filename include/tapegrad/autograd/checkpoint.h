@@ -6,12 +6,13 @@
 //   loss(h).backward();  // fc1/fc2's activations are recomputed here; their .grad() fill as usual
 //
 // checkpoint(fn, inputs...) runs fn once without recording (its intermediate tensors are freed as
-// soon as fn no longer needs them) and saves only the inputs and the default generator's state
-// (seed and offset, so dropout inside fn draws the same masks again). The outputs get one tape
-// node; when backward reaches it, fn runs again under grad mode on detached copies of the inputs,
-// with the saved generator state and the forward's CPU autocast state in place (the generator's own
-// state is put back afterwards; backward may run outside the autocast region, as PyTorch
-// recommends, and still recompute in the forward's precision), and
+// soon as fn no longer needs them) and saves only the inputs, the random numbers fn drew from any
+// generator (the default one or its own, so dropout inside fn draws the same masks again) and the
+// autocast state of every device kind. The outputs get one tape node; when backward reaches it, fn
+// runs again under grad mode on detached copies of the inputs, its draws given the forward's
+// numbers without touching any generator (Note [generator replay], src/core/generator_replay.h),
+// under the forward's CPU and CUDA autocast state (backward may run outside the autocast region,
+// as PyTorch recommends, and still recompute in the forward's precision), and
 // the engine backpropagates through that recomputation: the inputs' gradients leave through the
 // node, and the parameters fn uses (captured by reference or passed as inputs) accumulate their
 // .grad() exactly as without checkpointing.
@@ -31,7 +32,9 @@
 //   so they are filled by backward() as usual (not restricted by any inputs list).
 //
 // Throws tapegrad::Error for an undefined input, fn returning no tensor or an undefined one, or a
-// recomputation that differs from the first run.
+// recomputation that differs from the first run: other outputs, or other random draws (e.g. a
+// Dropout switched between train() and eval() after the forward; not checked when
+// preserve_rng_state is false).
 #pragma once
 
 #include <functional>
@@ -45,8 +48,8 @@ namespace tapegrad {
 
 using CheckpointFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-// The general form: fn of a list of tensors. preserve_rng_state = false skips saving and restoring
-// the generator (PyTorch's option of that name), for functions that draw no random numbers.
+// The general form: fn of a list of tensors. preserve_rng_state = false skips recording and
+// replaying the random draws (PyTorch's option of that name), for functions that draw none.
 std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
                                bool preserve_rng_state = true);
 

@@ -18,7 +18,9 @@ class Generator {
   // The whole state is (seed, offset): saving both and restoring them with set_state resumes the
   // exact stream of numbers, e.g. from a checkpoint.
   void set_state(uint64_t seed, uint64_t offset);
-  // Reserves `count` counters and returns the seed and first counter to use. Thread-safe.
+  // Reserves `count` counters and returns the seed and first counter to use. Thread-safe. Inside
+  // the recomputation of a checkpoint() it returns the forward pass's draw instead and leaves the
+  // state alone.
   struct Draw {
     uint64_t seed;
     uint64_t offset;
@@ -26,6 +28,7 @@ class Generator {
   Draw reserve(uint64_t count);
 
  private:
+  const uint64_t id_;  // names the generator to checkpoint()'s replay (src/core/generator_replay.h)
   mutable std::mutex mutex_;
   uint64_t seed_;
   uint64_t offset_ = 0;

@@ -7,14 +7,15 @@
 // The modules are split into `segments` consecutive runs of size() / segments modules, the last
 // run taking the remainder (PyTorch's split). Every run but the last goes through checkpoint()
 // (tapegrad/autograd/checkpoint.h): only its input is kept, and it is recomputed in backward with
-// the default generator's state replayed, so dropout masks and gradients are those of the plain
+// the forward's random draws replayed, so dropout masks and gradients are those of the plain
 // run. The last run is not checkpointed, as in PyTorch: its backward comes first, so recomputing
 // it would lower no peak. segments = 1 is the plain forward. Each module is called through its
 // operator() (forward hooks run, also in the recomputation), under the module scope Sequential
 // gives it. The modules are held (shared) until backward has recomputed them.
 //
 // Throws tapegrad::Error when segments < 1, when segments exceeds the number of modules, for an
-// undefined input, or for a Sequential child that is not a UnaryModule.
+// undefined input, or for a Sequential child that is not a UnaryModule; backward throws when a
+// Dropout was switched between train() and eval() after the forward.
 #pragma once
 
 #include <cstdint>
