@@ -48,5 +48,23 @@ TEST(DistributedChecks, EveryMismatchIsNamed) {
                   {"tensor of 9 dims"});
 }
 
+TEST(DistributedChecks, DifferentDdpIterationsAreNamed) {
+  CollectiveDesc at1, at2, plain = describe(Collective::AllReduce, zeros({6}), ReduceOp::Avg);
+  {
+    IterationScope scope(1);
+    at1 = describe(Collective::AllReduce, zeros({6}), ReduceOp::Avg);
+  }
+  {
+    IterationScope scope(2);
+    at2 = describe(Collective::AllReduce, zeros({6}), ReduceOp::Avg);
+  }
+  EXPECT_EQ(find_mismatch({at1, at1}, 3), "");
+  expect_mismatch({at1, at2, at1}, {"all_reduce", "different DistributedDataParallel iterations",
+                                    "rank 0: iteration 1, rank 1: iteration 2, rank 2: iteration 1"});
+  expect_mismatch({at1, plain}, {"rank 0: iteration 1, rank 1: not DDP"});
+  // The scope ends: later collectives carry no iteration.
+  EXPECT_EQ(find_mismatch({plain, describe(Collective::AllReduce, zeros({6}), ReduceOp::Avg)}, 3), "");
+}
+
 }  // namespace
 }  // namespace tapegrad

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../cuda_check.h"
+#include "distributed/deadline.h"
 #include "distributed/nccl_comm.h"
 #include "tapegrad/cuda/device.h"
 #include "tapegrad/cuda/memory.h"
@@ -144,7 +145,7 @@ class Nccl : public NcclComm {
     // Works must be waited for before their group is destroyed (the communicator goes with it).
     work->device_wait = [this, owner, device, what] {
       cuda::DeviceGuard g(device);
-      const Clock::time_point deadline = Clock::now() + timeout_;
+      const Clock::time_point deadline = deadline_after(Clock::now(), timeout_);
       for (;;) {
         cudaError_t status = cudaEventQuery(*owner);
         if (status == cudaSuccess) return;

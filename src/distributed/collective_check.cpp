@@ -11,7 +11,20 @@ using ::tapegrad::detail::throw_error;
 namespace {
 
 // Word layout of CollectiveDesc.
-enum : int { kKind, kDType, kOp, kRoot, kDevice, kNdim, kNumel, kShapeHash, kTailHash, kPiecesHash, kSizes };
+enum : int {
+  kKind,
+  kDType,
+  kOp,
+  kRoot,
+  kDevice,
+  kNdim,
+  kNumel,
+  kShapeHash,
+  kTailHash,
+  kPiecesHash,
+  kIteration,
+  kSizes
+};
 static_assert(kSizes + CollectiveDesc::kMaxDims == CollectiveDesc::kLength);
 
 int64_t hash_dims(const Shape& sizes, size_t first, int64_t seed) {
@@ -28,7 +41,16 @@ std::string describe_tensor(const CollectiveDesc& d) {
   return s + shape_str(d.shape());
 }
 
+thread_local int64_t t_iteration = -1;
+
 }  // namespace
+
+IterationScope::IterationScope(int64_t iteration) : previous_(t_iteration) {
+  t_iteration = iteration;
+}
+IterationScope::~IterationScope() {
+  t_iteration = previous_;
+}
 
 const char* collective_name(Collective kind) {
   switch (kind) {
@@ -53,6 +75,7 @@ CollectiveDesc describe(Collective kind, const Tensor& tensor, ReduceOp op, int 
   w[kKind] = int64_t(kind);
   w[kOp] = int64_t(op);
   w[kRoot] = root;
+  w[kIteration] = t_iteration;
   if (tensor.defined()) {
     const Shape& sizes = tensor.sizes();
     w[kDType] = int64_t(tensor.dtype());
@@ -83,6 +106,17 @@ std::string find_mismatch(const std::vector<CollectiveDesc>& ranks, int64_t sequ
       return str_cat("ProcessGroup: collectives called out of order (collective number ", sequence,
                              " of this group): rank 0 called ", name, ", rank ", r, " called ",
                              collective_name(ranks[r].kind()));
+    if (a[kIteration] != b[kIteration]) {
+      std::string by_rank;
+      for (size_t q = 0; q < ranks.size(); ++q) {
+        int64_t it = ranks[q].words[kIteration];
+        by_rank +=
+            str_cat(q == 0 ? "" : ", ", "rank ", q, ": ", it < 0 ? std::string("not DDP") : str_cat("iteration ", it));
+      }
+      return at(str_cat("the ranks are at different DistributedDataParallel iterations (", by_rank,
+                        "): a rank skipped or added a forward/backward, so its gradients would be averaged with ",
+                        "another iteration's"));
+    }
     Collective kind = first.kind();
     if (kind == Collective::Barrier || kind == Collective::Bootstrap) continue;
     if (a[kDevice] != b[kDevice])

@@ -18,12 +18,26 @@ const char* collective_name(Collective kind);
 
 struct CollectiveDesc {
   static constexpr int kMaxDims = 8;  // shapes of more dims are compared by hash only
-  static constexpr int kLength = 10 + kMaxDims;
+  static constexpr int kLength = 11 + kMaxDims;
   std::array<int64_t, kLength> words{};
 
   Collective kind() const { return Collective(words[0]); }
   Shape shape() const;  // the tensor's shape (first kMaxDims dims)
   int64_t numel() const { return words[6]; }
+};
+
+// The DistributedDataParallel iteration the calling thread's collectives belong to (-1: none), put
+// into their descriptions so that ranks at different iterations fail instead of pairing up (a
+// rank that skipped a backward would otherwise reduce its gradients with another iteration's).
+class IterationScope {
+ public:
+  explicit IterationScope(int64_t iteration);
+  ~IterationScope();
+  IterationScope(const IterationScope&) = delete;
+  IterationScope& operator=(const IterationScope&) = delete;
+
+ private:
+  int64_t previous_;
 };
 
 // `tensor` may be undefined (barrier). `pieces` are reduce_scatter's inputs; `root` broadcast's.

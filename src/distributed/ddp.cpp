@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "distributed/collective_check.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/autograd/hooks.h"
 #include "tapegrad/autograd/node.h"
@@ -82,6 +83,9 @@ struct DistributedDataParallel::Reducer {
   std::vector<size_t> bucket_of;
   std::vector<char> marked;
   size_t next_launch = 0;
+  // Iterations started (prepare_for_backward outside no_sync), the same on every rank while they
+  // are in step; carried by every collective of the reduction and compared across ranks.
+  int64_t iteration = -1;
   bool active = false;   // an iteration started and its reduction has not finished
   bool no_sync = false;
   std::string failed;    // set once a reduction failed: the replicas may differ now
@@ -115,6 +119,7 @@ struct DistributedDataParallel::Reducer {
     }
     next_launch = 0;
     active = true;
+    ++iteration;
   }
 
   void on_grad_ready(size_t index) {
@@ -153,6 +158,7 @@ struct DistributedDataParallel::Reducer {
       }
     }
     bucket.timing.ready = Clock::now();
+    detail::IterationScope scope(iteration);
     bucket.work = group->all_reduce_async(bucket.buffer, ReduceOp::Avg);
   }
 
@@ -165,6 +171,7 @@ struct DistributedDataParallel::Reducer {
         Tensor flags = zeros({int64_t(params.size())}, kInt32);
         int32_t* f = flags.data<int32_t>();
         for (size_t i = 0; i < params.size(); ++i) f[i] = params[i].grad().defined() ? 1 : 0;
+        detail::IterationScope scope(iteration);
         group->all_reduce(flags, ReduceOp::Max);
         for (size_t i = 0; i < params.size(); ++i) used[i] = f[i] != 0;
       }

@@ -297,6 +297,27 @@ TEST(DistributedDDP, UnusedParameterWithoutFindUnusedIsAClearError) {
   testing::expect_error(step, {"DistributedDataParallel", "no gradient for c.weight, c.bias", "find_unused_parameters"});
 }
 
+TEST(DistributedDDP, ARankThatSkipsABackwardFailsOnEveryRank) {
+  // Rank 1 runs the second iteration's forward but not its backward: its next reduction would pair
+  // with the other ranks' second, average the wrong gradients and finish as if fine. Every rank
+  // must fail instead, naming the ranks and their iterations, and none may hang.
+  const int r = world().rank();
+  auto model = make_mlp(5);
+  DistributedDataParallel ddp(model, world_ptr());
+  Example mine = rows(batch(0, 3 * kBatch), r * kBatch, kBatch);
+  auto step = [&] { cross_entropy(ddp.forward(mine.input), mine.target).backward(); };
+  step();  // iteration 0, in step everywhere
+  if (r == 1) {
+    ddp.forward(mine.input);  // iteration 1: no backward on this rank
+    testing::expect_error(step, {"DistributedDataParallel", "different DistributedDataParallel iterations",
+                                 "rank 0: iteration 1", "rank 1: iteration 2"});
+  } else {
+    testing::expect_error(step, {"DistributedDataParallel", "different DistributedDataParallel iterations",
+                                 "rank 0: iteration 1", "rank 1: iteration 2"});
+  }
+  world().barrier();
+}
+
 TEST(DistributedDDP, ClipGradNormAfterTheReductionMatchesOneProcess) {
   const int n = world().size(), r = world().rank();
   auto clip = [](nn::Module& m, double max_norm) {

@@ -224,5 +224,25 @@ TEST(ProcessGroupErrors, CollectiveCheckCanBeTurnedOff) {
   EXPECT_EQ(int(unchecked.all_gather(zeros({g.rank()})).size()), g.size());  // all_gather still exchanges shapes
 }
 
+TEST(ProcessGroupErrors, BadTimeoutsNameTheVariableAndTheValue) {
+  // Rejected before any collective, so each rank fails alike and on its own.
+  const char* saved = std::getenv("TAPEGRAD_DISTRIBUTED_TIMEOUT");
+  std::string previous = saved ? saved : "";
+  for (const char* bad : {"nan", "-5", "0", "abc", "", "5s", "-inf"}) {
+    SCOPED_TRACE(bad);
+    setenv("TAPEGRAD_DISTRIBUTED_TIMEOUT", bad, 1);
+    testing::expect_error([] { distributed::ProcessGroup group; },
+                          {"TAPEGRAD_DISTRIBUTED_TIMEOUT", std::string("got '") + bad + "'"});
+  }
+  if (saved)
+    setenv("TAPEGRAD_DISTRIBUTED_TIMEOUT", previous.c_str(), 1);
+  else
+    unsetenv("TAPEGRAD_DISTRIBUTED_TIMEOUT");
+  distributed::ProcessGroupOptions options;
+  options.timeout = std::chrono::milliseconds(-1);
+  testing::expect_error([&] { distributed::ProcessGroup group(options); }, {"ProcessGroupOptions::timeout", "-1 ms"});
+  world().barrier();
+}
+
 }  // namespace
 }  // namespace tapegrad

@@ -31,6 +31,11 @@
 // prepare_for_backward() throws, naming it. With find_unused_parameters, parameters the outputs do
 // not reach are counted as ready at once (their local gradient taken as zero); one used by no rank
 // keeps an undefined gradient, one used by some ranks gets the average over all ranks.
+//
+// Iterations are numbered (each forward() / prepare_for_backward() outside no_sync()) and every
+// reduction's collectives carry the number: a rank that ran a forward without its backward makes
+// the next backward throw on every rank, naming each rank's iteration, instead of averaging
+// gradients of different iterations (needs ProcessGroupOptions::check_collectives, the default).
 #pragma once
 
 #include <chrono>

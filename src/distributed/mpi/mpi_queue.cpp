@@ -1,6 +1,7 @@
 // The process group's worker: one collective at a time, polled against its deadline.
 #include "distributed/mpi/mpi_queue.h"
 
+#include "distributed/deadline.h"
 #include "distributed/mpi/mpi_runtime.h"
 
 namespace tapegrad::distributed::detail {
@@ -113,7 +114,7 @@ void MpiQueue::run_job(MpiJob& job) {
     return;
   }
   const int64_t sequence = ++sequence_;
-  const Clock::time_point deadline = Clock::now() + timeout_;
+  const Clock::time_point deadline = deadline_after(Clock::now(), timeout_);
   auto timed_out = [&](const char* stage, std::vector<MPI_Request> requests) {
     std::string message = str_cat(job.what, " (collective number ", sequence, " of this group) did not finish within ",
                                   timeout_.count(), " ms on rank ", rank_, " of ", size_, ", ", stage,

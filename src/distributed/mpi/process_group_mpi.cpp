@@ -3,11 +3,13 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
 #include "distributed/collective_check.h"
+#include "distributed/deadline.h"
 #include "distributed/mpi/mpi_queue.h"
 #include "distributed/mpi/mpi_runtime.h"
 #include "distributed/nccl_comm.h"
@@ -29,14 +31,21 @@ bool is_available() { return true; }
 
 namespace {
 
+// ProcessGroupOptions::timeout, else TAPEGRAD_DISTRIBUTED_TIMEOUT (seconds), else 30 minutes.
+// "Never" (milliseconds::max(), or inf or any number of seconds past what milliseconds can hold)
+// saturates to kNoTimeout; a positive timeout below 1 ms is 1 ms.
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
+  TG_CHECK(given.count() >= 0, "ProcessGroup: ProcessGroupOptions::timeout must be positive (or zero for the ",
+           "default), got ", given.count(), " ms");
   if (given.count() > 0) return given;
   if (const char* env = std::getenv("TAPEGRAD_DISTRIBUTED_TIMEOUT")) {
     char* end = nullptr;
     double seconds = std::strtod(env, &end);
     TG_CHECK(end != env && *end == '\0' && seconds > 0, "ProcessGroup: TAPEGRAD_DISTRIBUTED_TIMEOUT must be a ",
-             "positive number of seconds, got '", env, "'");
-    return std::chrono::milliseconds(int64_t(seconds * 1000.0));
+             "positive number of seconds (or inf for no timeout), got '", env, "'");
+    double ms = std::ceil(seconds * 1000.0);
+    if (!(ms < double(detail::kNoTimeout.count()))) return detail::kNoTimeout;  // inf, or too large to hold
+    return std::chrono::milliseconds(int64_t(ms));
   }
   return std::chrono::minutes(30);
 }
@@ -107,6 +116,13 @@ void* address(const Tensor& t) {
   return t.numel() == 0 ? empty : t.data_ptr();
 }
 
+struct Formation {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  std::vector<char> names;
+};
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -173,28 +189,46 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : impl_(std::make_unique
   Impl& g = *impl_;
   g.timeout = resolve_timeout(options.timeout);
   g.check = options.check_collectives;
-  const Clock::time_point deadline = Clock::now() + g.timeout;
-  MPI_Request request;
-  {
-    std::lock_guard<std::mutex> lock(detail::mpi_mutex());
-    detail::check_mpi(MPI_Comm_idup(MPI_COMM_WORLD, &g.comm, &request), "MPI_Comm_idup");
+  const Clock::time_point deadline = detail::deadline_after(Clock::now(), g.timeout);
+  // The formation's buffers and requests. MPI writes into them when a request completes, which may
+  // be after this rank gave up (another rank arrived late), so a failed formation leaves them
+  // alive, on purpose, until the process exits.
+  auto formation = std::make_unique<Formation>();
+  Formation& f = *formation;
+  try {
+    // First, every rank arrives (a barrier). Only then the communicator is duplicated: MPI_Finalize
+    // crashes (in OpenMPI) on a duplication that every rank posted and none completed, which is
+    // what a timeout here used to leave behind; a pending barrier is harmless at exit.
+    {
+      std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+      detail::check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &f.request), "MPI_Ibarrier");
+    }
+    wait_request(f.request, deadline, "MPI_Ibarrier");
+    {
+      std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+      detail::check_mpi(MPI_Comm_idup(MPI_COMM_WORLD, &f.comm, &f.request), "MPI_Comm_idup");
+    }
+    wait_request(f.request, deadline, "MPI_Comm_idup");
+    {
+      std::lock_guard<std::mutex> lock(detail::mpi_mutex());
+      MPI_Comm_set_errhandler(f.comm, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(f.comm, &g.rank);
+      MPI_Comm_size(f.comm, &g.size);
+      int length = 0;
+      MPI_Get_processor_name(f.name, &length);
+      f.names.resize(size_t(g.size) * MPI_MAX_PROCESSOR_NAME);
+      detail::check_mpi(MPI_Iallgather(f.name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, f.names.data(), MPI_MAX_PROCESSOR_NAME,
+                                       MPI_CHAR, f.comm, &f.request),
+                        "MPI_Iallgather");
+    }
+    wait_request(f.request, deadline, "MPI_Iallgather of the host names");
+  } catch (...) {
+    if (f.request != MPI_REQUEST_NULL) static_cast<void>(formation.release());  // pending: MPI may write into it
+    throw;
   }
-  wait_request(request, deadline, "MPI_Comm_idup");
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  std::vector<char> names;
-  {
-    std::lock_guard<std::mutex> lock(detail::mpi_mutex());
-    MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(g.comm, &g.rank);
-    MPI_Comm_size(g.comm, &g.size);
-    int length = 0;
-    MPI_Get_processor_name(name, &length);
-    names.resize(size_t(g.size) * MPI_MAX_PROCESSOR_NAME);
-    detail::check_mpi(MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
-                                     MPI_CHAR, g.comm, &request),
-                      "MPI_Iallgather");
-  }
-  wait_request(request, deadline, "MPI_Iallgather of the host names");
+  g.comm = f.comm;
+  const char* name = f.name;
+  const std::vector<char>& names = f.names;
   // Ranks on the same host (same processor name), counted in rank order.
   g.local_rank = g.local_size = 0;
   for (int r = 0; r < g.size; ++r) {
