@@ -16,6 +16,7 @@
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "output_paths.h"
 #include "profile_cli.h"
 
 using namespace tapegrad;
@@ -509,6 +510,9 @@ int main(int argc, char** argv) {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const Options options = read_options(*parsed);
+    std::vector<examples::PathFlag> outputs = examples::logging_outputs(*parsed);
+    outputs.push_back({"checkpoint", options.checkpoint});
+    examples::check_output_paths({{"data", options.data}, {"resume", options.resume}}, outputs, {{"checkpoint", "resume"}});
     examples::ProfileSession profile(*parsed);
     const examples::DistributedRun run(*parsed);
     const Device device = run.pick_device((*parsed)["device"].as<std::string>());

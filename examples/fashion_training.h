@@ -18,6 +18,7 @@
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "output_paths.h"
 
 namespace examples {
 
@@ -62,6 +63,19 @@ inline TrainingOptions read_training_options(const cxxopts::ParseResult& args) {
   o.fresh_optimizer = args.count("fresh-optimizer") > 0;
   if (o.fresh_optimizer && o.resume.empty()) throw UsageError("--fresh-optimizer only applies with --resume");
   return o;
+}
+
+// Refuses outputs that would overwrite an input or each other (output_paths.h): the data set's
+// four files and --resume are inputs. Called before any file is opened.
+inline void check_fashion_paths(const cxxopts::ParseResult& args) {
+  const std::string data = args["data"].as<std::string>();
+  std::vector<PathFlag> inputs{{"resume", args["resume"].as<std::string>()}};
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"})
+    inputs.push_back({"data", data + "/" + name});
+  std::vector<PathFlag> outputs = logging_outputs(args);
+  outputs.push_back({"checkpoint", args["checkpoint"].as<std::string>()});
+  check_output_paths(inputs, outputs, {{"checkpoint", "resume"}});
 }
 
 // The last completed epoch recorded in a checkpoint's metadata: a whole number >= 1.

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    examples::check_fashion_paths(args);
     examples::ProfileSession profile(args);
     RowLstmClassifier model(examples::int_flag(args, "hidden", 1, int64_t{1} << 16));
     return examples::train_fashion("lstm_fashion", model, args);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    examples::check_fashion_paths(args);
     examples::ProfileSession profile(args);
     nn::Sequential model;
     int64_t width = 784;

@@ -13,6 +13,7 @@
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "output_paths.h"
 #include "profile_cli.h"
 
 using namespace tapegrad;
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
     const cxxopts::ParseResult& args = *parsed;
+    examples::check_output_paths({}, examples::logging_outputs(args));
     examples::ProfileSession profile(args);
     const int batches = static_cast<int>(examples::int_flag(args, "batches", 1, 1'000'000'000));
     // The pool below holds 16 batches of 1000 floats each: its size is checked by the library.
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     }
     std::printf("mlp_seed on %s%s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(),
                 run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), batches, static_cast<long long>(global_batch), get_num_threads());
+    std::fflush(stdout);  // seen at once through a pipe (tee, a test), not when the buffer fills
     examples::Stopwatch total, interval;
     int last_logged = 0;
     for (int step = 1; step <= batches; ++step) {

@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -56,9 +55,14 @@ class ProfileSession {
         sort_(parse_profile_sort(args["profile-sort"].as<std::string>())),
         rows_(static_cast<size_t>(parse_int("profile-rows", args["profile-rows"].as<std::string>(), 0, 1 << 20))) {
     if (path_.empty()) return;
-    // Fail now, not after the run, when the trace cannot be written.
-    if (!std::ofstream(path_, std::ios::binary | std::ios::trunc).is_open())
-      throw UsageError("--profile: cannot open '" + path_ + "' for writing");
+    // Fail now, not after the run, when the trace cannot be written, without touching the file:
+    // the trace is written whole at the end (atomically), so an interrupted run (Ctrl-C) leaves
+    // what was there before, never an empty or half-written trace.
+    try {
+      tapegrad::profiler::check_trace_path(path_);
+    } catch (const tapegrad::Error& e) {
+      throw UsageError(std::string("--profile: cannot open '") + path_ + "' for writing (" + e.what() + ")");
+    }
     profiler_ = std::make_unique<tapegrad::profiler::Profiler>(tapegrad::profiler::ProfilerOptions{}, true);
   }
 

@@ -11,6 +11,7 @@
 
 #include "example_util.h"
 #include "metrics_cli.h"
+#include "output_paths.h"
 #include "profile_cli.h"
 
 using namespace tapegrad;
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   return examples::run_example("train_demo", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;
+    examples::check_output_paths({}, examples::logging_outputs(*parsed));
     examples::ProfileSession profile(*parsed);
     const int steps = static_cast<int>(examples::int_flag(*parsed, "steps", 1, 1'000'000'000));
     std::unique_ptr<observe::MetricsLogger> metrics = examples::open_metrics(*parsed);

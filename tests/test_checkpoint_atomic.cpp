@@ -1,6 +1,7 @@
 // Checkpoint atomicity against other writers: concurrent saves to one path never tear the file,
 // and a file or symlink planted where a temporary might go is never followed or overwritten.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -103,6 +104,36 @@ TEST_F(CheckpointAtomic, LoadingADirectoryIsAClearError) {
   expect_error([&] { load_safetensors(dir_.string()); }, {"load_safetensors", "is a directory"});
   expect_error([&] { load_safetensors_metadata(dir_.string()); }, {"load_safetensors_metadata", "is a directory"});
   expect_error([&] { load_safetensors(path("nope")); }, {"load_safetensors", "cannot open"});
+}
+
+
+// Hardening: a symlinked checkpoint path was replaced by a regular file; like torch.save, a save
+// now writes through the link (also a dangling one), which stays a link.
+TEST_F(CheckpointAtomic, SymlinkedPathIsWrittenThrough) {
+  fs::create_directories(dir_ / "real");
+  const std::string link = path("latest.safetensors");
+  fs::create_symlink("real/ckpt.safetensors", link);  // dangling until the first save
+  save_safetensors(link, {{"w", full({10}, 1.0)}});
+  EXPECT_TRUE(fs::is_symlink(link));
+  save_safetensors(link, {{"w", full({10}, 2.0)}});
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(load_safetensors(path("real/ckpt.safetensors"))[0].second.sum().item(), 20.0);
+  EXPECT_EQ(files(), (std::vector<std::string>{"latest.safetensors", "real"}));
+  expect_error([&] { save_safetensors(path("real"), {{"w", full({1}, 1.0)}}); }, {"save_safetensors", "directory"});
+}
+
+// A destination that is not a regular file (a pipe here; /dev/null alike) is written in place:
+// renaming over it would have replaced it with a regular file.
+TEST_F(CheckpointAtomic, PipeDestinationIsWrittenInPlace) {
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::string received;
+  std::thread reader([&] { received = read_bytes(fifo); });
+  save_safetensors(fifo, {{"w", full({4}, 1.0)}});
+  reader.join();
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_GT(received.size(), 16u);
+  EXPECT_EQ(files(), (std::vector<std::string>{"pipe"}));
 }
 
 }  // namespace

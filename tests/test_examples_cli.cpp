@@ -3,6 +3,7 @@
 // run with an error while the last good checkpoint stays as it was. Each case runs the real binary.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <cmath>
@@ -483,6 +484,80 @@ TEST_F(ExamplesCli, CudaGraphFlagNeedsCuda) {
     const std::string base = std::string(program) == "mlp_seed" ? "--device cpu --batches 3" : fashion("--epochs 1");
     expect_usage_error(program, base + " --cuda-graph", "--cuda-graph needs a CUDA device, got cpu");
   }
+}
+
+
+// Hardening: an output flag naming an input (or another output) destroyed it. Refused before any
+// file is opened, naming both flags; "same" sees through symlinks, "./", hard links and files that
+// do not exist yet. --checkpoint X --resume X stays allowed (resuming in place).
+TEST_F(ExamplesCli, OutputPathsThatNameAnInputAreRefused) {
+  testing::write_fashion_folder(data(), 32, 10);
+  const std::string ckpt = path("ckpt.safetensors");
+  ASSERT_EQ(run("mlp_fashion", fashion("--epochs 1 --checkpoint " + ckpt)).status, 0);
+  const std::string good = read_bytes(ckpt);
+  fs::create_symlink(ckpt, path("link.safetensors"));
+  fs::create_hard_link(ckpt, path("hard.safetensors"));
+  expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --metrics " + ckpt),
+                     "--metrics and --resume name the same file: '" + ckpt + "'");
+  expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --metrics-csv " + path("link.safetensors")),
+                     "--metrics-csv and --resume");
+  expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --profile " + path("hard.safetensors")),
+                     "--profile and --resume");
+  expect_usage_error("lstm_fashion", fashion("--epochs 2 --resume " + dir_.string() + "/./ckpt.safetensors --tensorboard " + ckpt),
+                     "--tensorboard and --resume");
+  expect_usage_error("mlp_fashion", fashion("--checkpoint " + data() + "/train-images-idx3-ubyte.gz"),
+                     "--checkpoint and --data");
+  EXPECT_EQ(read_bytes(ckpt), good);
+  // Two outputs, neither existing yet.
+  expect_usage_error("mlp_seed", "--device cpu --batches 1 --metrics " + path("m.json") + " --profile " + dir_.string() +
+                                     "/sub/../m.json",
+                     "--metrics and --profile name the same file");
+  EXPECT_FALSE(fs::exists(path("m.json")));
+  expect_usage_error("train_demo", "--steps 1 --metrics " + path("t.json") + " --metrics-csv " + path("t.json"),
+                     "--metrics and --metrics-csv");
+  // char_lstm reads every file of its --data folder: an output inside it is refused too.
+  fs::create_directories(path("corpus"));
+  std::ofstream(path("corpus/tiny")) << "a b c\n%\nd e f\n%\n";
+  expect_usage_error("char_lstm", "--device cpu --data " + path("corpus") + " --metrics " + path("corpus/m.jsonl"),
+                     "--metrics and --data overlap");
+  expect_usage_error("char_lstm", "--device cpu --data " + path("corpus/tiny") + " --checkpoint " + path("corpus/tiny"),
+                     "--checkpoint and --data name the same file");
+}
+
+// Hardening: Ctrl-C during a profiled run left a 0-byte trace (the file was truncated at the
+// start and written only at the end). Now the trace is written whole at the end or not at all: an
+// earlier trace at that path survives the interrupted run.
+TEST_F(ExamplesCli, InterruptedProfileRunLeavesThePreviousTrace) {
+#ifdef TAPEGRAD_EXAMPLES_DIR
+  const std::string trace = path("trace.json");
+  std::ofstream(trace) << "{\"earlier\": true}";
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    const std::string program = std::string(TAPEGRAD_EXAMPLES_DIR) + "/mlp_seed";
+    ::execl(program.c_str(), program.c_str(), "--threads", "1", "--device", "cpu", "--batches", "1000000000",
+            "--batch-size", "4", "--profile", trace.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  // Interrupt once training has started (the banner line is printed before the first step).
+  std::string seen;
+  char c;
+  while (seen.find('\n') == std::string::npos && ::read(out[0], &c, 1) == 1) seen += c;
+  ::kill(child, SIGINT);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(out[0]);
+  EXPECT_NE(seen.find("mlp_seed on cpu"), std::string::npos) << seen;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  EXPECT_EQ(read_bytes(trace), "{\"earlier\": true}");
+  for (const auto& entry : fs::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+#endif
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // observe::MetricsLogger and TensorBoardWriter: CRC-32C against its check value, the event file
 // read back by an independent TFRecord + protobuf reader (with a corrupted-byte control), JSON
 // Lines and CSV round trips, and errors for unusable paths.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -254,4 +257,160 @@ TEST(MetricsLogger, UnusablePathsNameThePath) {
     expect_error([&] { observe::MetricsLogger log(options); }, {"MetricsLogger", "cannot open", "readonly/m.jsonl"});
     fs::permissions(dir / "readonly", fs::perms::owner_all);
   }
+}
+
+// Hardening: output files. A symlink planted at the CSV's old fixed temporary name was followed
+// and truncated when a late metric widened the file.
+TEST(MetricsLogger, CsvWidenIgnoresAPlantedTemporarySymlink) {
+  TempDir dir;
+  const std::string victim = dir / "victim.txt";
+  std::ofstream(victim) << "precious";
+  observe::MetricsLoggerOptions options;
+  options.csv = dir / "m.csv";
+  fs::create_symlink(victim, options.csv + ".tmp");
+  observe::MetricsLogger log(options);
+  log.log(1, {{"loss", 0.5}}, 10.0);
+  log.log(2, {{"loss", 0.25}, {"acc", 0.5}}, 11.0);  // a new column: the file is rewritten
+  EXPECT_EQ(read_file(victim), "precious");
+  EXPECT_TRUE(fs::is_symlink(options.csv + ".tmp"));
+  EXPECT_EQ(csv_rows(options.csv).size(), 3u);
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 3u);  // no temporary left behind
+}
+
+// A CSV path that is a symlink is written through: the link stays, its target gets the rows.
+TEST(MetricsLogger, CsvThroughASymlinkStaysALink) {
+  TempDir dir;
+  fs::create_directories(dir / "real");
+  const std::string target = dir / "real/m.csv", link = dir / "m.csv";
+  fs::create_symlink("real/m.csv", link);  // relative to the link's directory
+  observe::MetricsLoggerOptions options;
+  options.csv = link;
+  observe::MetricsLogger log(options);
+  log.log(1, {{"loss", 0.5}}, 10.0);
+  log.log(2, {{"loss", 0.25}, {"acc", 0.5}}, 11.0);
+  log.close();
+  EXPECT_TRUE(fs::is_symlink(link));
+  auto rows = csv_rows(target);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "wall_time", "loss", "acc"}));
+}
+
+// A CSV that is a pipe cannot be rewritten: it stays a pipe and gets the wider header as a line.
+TEST(MetricsLogger, CsvToAPipeIsNotReplaced) {
+  TempDir dir;
+  const std::string fifo = dir / "m.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  {
+    observe::MetricsLoggerOptions options;
+    options.csv = fifo;
+    observe::MetricsLogger log(options);
+    log.log(1, {{"loss", 0.5}}, 10.0);
+    log.log(2, {{"acc", 0.5}}, 11.0);
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  char buffer[256];
+  const ssize_t n = ::read(reader, buffer, sizeof buffer);
+  ::close(reader);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buffer, size_t(n)), "step,wall_time\nstep,wall_time,loss\n1,10,0.5\nstep,wall_time,loss,acc\n2,11,,0.5\n");
+}
+
+// NaN and infinities, in values and in a given wall time, stay valid JSON (null); the CSV has
+// nan, inf, -inf.
+TEST(MetricsLogger, NonFiniteNumbersAreNullInJson) {
+  TempDir dir;
+  observe::MetricsLoggerOptions options;
+  options.jsonl = dir / "m.jsonl";
+  options.csv = dir / "m.csv";
+  {
+    observe::MetricsLogger log(options);
+    log.log(std::numeric_limits<int64_t>::max(), {{"a", INFINITY}, {"b", -INFINITY}, {"c", NAN}}, NAN);
+  }
+  const nlohmann::json record = nlohmann::json::parse(read_file(options.jsonl));
+  EXPECT_EQ(record["step"].get<int64_t>(), std::numeric_limits<int64_t>::max());
+  for (const char* key : {"wall_time", "a", "b", "c"}) EXPECT_TRUE(record[key].is_null()) << key;
+  EXPECT_EQ(csv_rows(options.csv)[1], (std::vector<std::string>{"9223372036854775807", "nan", "inf", "-inf", "nan"}));
+}
+
+// Metric names with invalid UTF-8 (each bad byte becomes U+FFFD), control characters and quotes
+// give valid JSON, a readable CSV header and TensorBoard tags that are valid protobuf strings.
+TEST(MetricsLogger, OddNamesStayValidInEveryFormat) {
+  TempDir dir;
+  observe::MetricsLoggerOptions options;
+  options.jsonl = dir / "m.jsonl";
+  options.csv = dir / "m.csv";
+  options.tensorboard_dir = dir / "tb";
+  const std::string bad = "loss\xff\xfe", tab = "a\tb \"q\" \\ \x01";
+  std::string tb_file;
+  {
+    observe::MetricsLogger log(options);
+    log.log(1, {{bad, 1.0}, {tab, 2.0}, {std::string(5000, 'x'), 3.0}});
+    tb_file = log.tensorboard_file();
+  }
+  const std::string fixed = "loss\xEF\xBF\xBD\xEF\xBF\xBD";
+  const nlohmann::json record = nlohmann::json::parse(read_file(options.jsonl));  // throws on invalid UTF-8
+  EXPECT_EQ(record[fixed].get<double>(), 1.0);
+  EXPECT_EQ(record[tab].get<double>(), 2.0);
+  EXPECT_EQ(csv_rows(options.csv)[0][2], fixed);
+  std::vector<Event> events = read_events(tb_file);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].values[0].first, fixed);
+  EXPECT_EQ(events[1].values[2].first.size(), 5000u);
+  // Two names that differ only in invalid bytes are one name.
+  observe::MetricsLogger log(observe::MetricsLoggerOptions{});
+  expect_error([&] { log.log(1, {{"a\xff", 1.0}, {"a\xfe", 2.0}}); }, {"MetricsLogger", "twice"});
+}
+
+TEST(TensorBoard, InvalidUtf8TagIsReplaced) {
+  TempDir dir;
+  observe::TensorBoardWriter tb(dir.path().string());
+  tb.add_scalar("x\x80y", 1.0, 1);
+  EXPECT_EQ(read_events(tb.path())[1].values[0].first, "x\xEF\xBF\xBDy");
+}
+
+// Two loggers (or two outputs of one) writing one file overwrote each other's records.
+TEST(MetricsLogger, OneFileForTwoWritersIsAnError) {
+  TempDir dir;
+  observe::MetricsLoggerOptions options;
+  options.jsonl = dir / "m.jsonl";
+  observe::MetricsLogger first(options);
+  expect_error([&] { observe::MetricsLogger second(options); }, {"MetricsLogger", options.jsonl, "another logger"});
+  options.csv = options.jsonl;
+  options.jsonl = dir / "other.jsonl";
+  expect_error([&] { observe::MetricsLogger second(options); }, {"MetricsLogger", "another logger"});
+  first.log(1, {{"loss", 1.0}});
+  first.close();
+  observe::MetricsLogger third(observe::MetricsLoggerOptions{dir / "m.jsonl", "", ""});  // free again after close
+  // /dev/full: the failed write is an error naming the file.
+  observe::MetricsLogger full(observe::MetricsLoggerOptions{"/dev/full", "", ""});
+  expect_error([&] { full.log(1, {{"loss", 1.0}}); }, {"MetricsLogger", "/dev/full"});
+}
+
+// An event file name already taken (another process with the same host name and pid, as in
+// containers, in the same second) moves on to the next name instead of failing.
+TEST(TensorBoard, TakenEventFileNameMovesOn) {
+  TempDir dir;
+  std::string first_path;
+  {
+    observe::TensorBoardWriter first(dir.path().string());
+    first_path = first.path();
+  }
+  // The next writer's name ends in n + 1; plant it for this second and the next two.
+  const size_t dot = first_path.rfind('.');
+  const int n = std::stoi(first_path.substr(dot + 1));
+  const std::string rest = first_path.substr(first_path.find('.', first_path.rfind("tfevents.") + 9));
+  const long long now = std::stoll(first_path.substr(first_path.rfind("tfevents.") + 9, 10));
+  for (long long t = now; t <= now + 2; ++t) {
+    char stamp[16];
+    std::snprintf(stamp, sizeof stamp, "%010lld", t);
+    const std::string planted = dir / ("events.out.tfevents." + std::string(stamp) +
+                                       rest.substr(0, rest.rfind('.')) + "." + std::to_string(n + 1));
+    std::ofstream(planted) << "other";
+  }
+  observe::TensorBoardWriter second(dir.path().string());
+  EXPECT_EQ(read_events(second.path()).size(), 1u);
 }

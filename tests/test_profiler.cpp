@@ -431,3 +431,39 @@ TEST(Profiler, OutputMemoryGoesToTheKernelThatFillsIt) {
   EXPECT_EQ(range->self_allocated_bytes, 0);  // moved, not counted twice
   EXPECT_EQ(prof.key_averages().at("forward").total_memory_bytes, block);
 }
+
+// Hardening: a range name that is not valid UTF-8 made export_chrome_trace throw the JSON
+// library's exception and write nothing.
+TEST(Profiler, InvalidUtf8NamesStillExport) {
+  profiler::Profiler prof;
+  prof.start();
+  { profiler::Range r("step \xff\xfe"); }
+  prof.stop();
+  const std::string path = temp_path("utf8.json");
+  prof.export_chrome_trace(path);
+  std::ifstream in(path);
+  const json trace = json::parse(in);
+  bool found = false;
+  for (const json& e : trace["traceEvents"]) found |= e.value("name", "") == "step \xEF\xBF\xBD\xEF\xBF\xBD";
+  EXPECT_TRUE(found);
+  std::remove(path.c_str());
+}
+
+// The trace is written through a symlinked path (the link stays) and never into a directory.
+TEST(Profiler, TraceThroughASymlinkStaysALink) {
+  profiler::Profiler prof;
+  prof.start();
+  { profiler::Range r("step"); }
+  prof.stop();
+  const std::filesystem::path dir = temp_path("trace_link_dir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "real");
+  std::filesystem::create_symlink("real/trace.json", dir / "trace.json");
+  prof.export_chrome_trace((dir / "trace.json").string());
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "trace.json"));
+  std::ifstream in(dir / "real/trace.json");
+  EXPECT_FALSE(json::parse(in)["traceEvents"].empty());
+  expect_error([&] { prof.export_chrome_trace((dir / "real").string()); }, {"export_chrome_trace", "directory"});
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir / "real"), {}), 1);  // no temporary left
+  std::filesystem::remove_all(dir);
+}

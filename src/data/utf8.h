@@ -48,6 +48,24 @@ inline size_t utf8_first_invalid(std::string_view text) {
   return std::string_view::npos;
 }
 
+// `text` with each byte that does not belong to a valid sequence replaced by U+FFFD, so that
+// writers of formats that require UTF-8 (JSON, protobuf strings) never emit invalid text.
+inline std::string utf8_replace_invalid(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t start = pos;
+    if (utf8_next(text, pos) < 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      pos = start + 1;
+    } else {
+      out.append(text.substr(start, pos - start));
+    }
+  }
+  return out;
+}
+
 inline bool is_unicode_scalar(int64_t cp) { return cp >= 0 && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF); }
 
 // Appends the UTF-8 form of a Unicode scalar value (the caller checks is_unicode_scalar).

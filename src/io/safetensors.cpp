@@ -7,17 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "tapegrad/ops/creation.h"
 
 namespace tapegrad {
@@ -288,69 +287,6 @@ Header read_header(Reader& r) {
 
 // ---- Writing --------------------------------------------------------------------------------------
 
-// A new temporary file beside `path`, written through a POSIX descriptor that writes everything or
-// throws, and closes itself on the way out.
-//
-// Note [checkpoint temporaries]: the name is unique (process id, a per-process counter and a
-// random number) and the file is opened with O_CREAT | O_EXCL | O_NOFOLLOW, so two processes or
-// threads saving to the same path never write into one file (each renames its own complete file;
-// the last rename wins), and a symlink or file planted at a predictable name is never followed or
-// truncated. It lives in path's directory so the rename stays on one file system (atomic).
-class Writer {
- public:
-  explicit Writer(const std::string& path) : target_(path) {
-    static std::atomic<uint64_t> counter{0};
-    std::random_device entropy;
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      path_ = detail::str_cat(path, ".tmp.", ::getpid(), ".", counter++, ".", std::hex, entropy());
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0) fail("cannot create a temporary file beside it");
-  }
-  ~Writer() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Writer(const Writer&) = delete;
-  Writer& operator=(const Writer&) = delete;
-  const std::string& temp_path() const { return path_; }
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("write failed");
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  // Flushes to disk before the rename, so the new name never points at a half-written file.
-  void sync_and_close() {
-    if (::fsync(fd_) != 0) fail("fsync failed");
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("close failed");
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    detail::throw_error(detail::str_cat("save_safetensors: ", target_, ": ", what, " (", std::strerror(errno), ")"));
-  }
-  std::string target_;
-  std::string path_;
-  int fd_ = -1;
-};
-
-// Best effort: makes the rename itself durable. Failing here loses no data, so it does not throw.
-void sync_parent_dir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors,
@@ -388,24 +324,13 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  std::string tmp;
-  try {
-    Writer w(path);
-    tmp = w.temp_path();
-    w.write(len_bytes, 8);
-    w.write(text.data(), text.size());
-    for (const Tensor& t : host) w.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.itemsize());
-    w.sync_and_close();
-  } catch (...) {
-    if (!tmp.empty()) std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    TG_CHECK(false, "save_safetensors: ", path, ": cannot rename ", tmp, " over it (", std::strerror(err), ")");
-  }
-  sync_parent_dir(path);
+  // Through a temporary file renamed into place (Note [atomic output files] in io/atomic_file.h):
+  // a crash or a failed write leaves the previous checkpoint, and a symlinked path is written through.
+  detail::AtomicFileWriter w("save_safetensors", path);
+  w.write(len_bytes, 8);
+  w.write(text.data(), text.size());
+  for (const Tensor& t : host) w.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.itemsize());
+  w.commit();
 }
 
 SafetensorsDict load_safetensors(const std::string& path, Device device) {

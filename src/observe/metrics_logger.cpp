@@ -1,6 +1,8 @@
 // MetricsLogger: one record per log() call, fanned out to JSON Lines, CSV and TensorBoard.
 #include "tapegrad/observe/metrics_logger.h"
 
+#include <sys/file.h>
+
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +11,8 @@
 #include <set>
 #include <system_error>
 
+#include "data/utf8.h"
+#include "io/atomic_file.h"
 #include "observe/output_file.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/observe/tensorboard.h"
@@ -18,7 +22,8 @@ namespace {
 
 constexpr const char* kWho = "MetricsLogger";
 
-// The shortest text that reads back as the same double.
+// The shortest text that reads back as the same double; NaN and infinities as nan, inf, -inf
+// (what numpy, pandas and Python's float() read) for the CSV file.
 std::string number_text(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
@@ -27,13 +32,20 @@ std::string number_text(double value) {
   return std::string(buffer, result.ptr);
 }
 
+// JSON has no NaN or infinity: those are written as null (docs/logging.md).
+std::string json_number(double value) {
+  return std::isfinite(value) ? number_text(value) : "null";
+}
+
+// `text` is valid UTF-8 here (log() replaces invalid bytes); quotes, backslashes and control
+// characters are escaped.
 std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c < 0x20) {
+    } else if (c < 0x20 || c == 0x7f) {
       char buffer[8];
       std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
       out += buffer;
@@ -88,33 +100,53 @@ class CsvWriter {
   }
 
   // Note [CSV columns]: a metric first seen after some rows becomes a new last column. The file is
-  // rewritten beside itself and renamed over the old one, so a crash leaves either the old or the
-  // new file; the earlier rows get empty cells for it. New metrics usually all appear within the
-  // first epoch, so this happens a few times per run.
+  // rewritten through a unique temporary file beside it (Note [atomic output files] in
+  // io/atomic_file.h: a symlinked path is written through, a crash leaves either the old or the
+  // new file) and the earlier rows get empty cells for it. The new file is locked before it takes
+  // the old one's name, and its descriptor is kept for the next rows. New metrics usually all
+  // appear within the first epoch, so this happens a few times per run. A CSV that is not a
+  // regular file (a pipe, /dev/null) cannot be read back: it gets the wider header as a new line.
   void widen(const std::vector<std::string>& added) {
     const size_t pad = added.size();
     columns_.insert(columns_.end(), added.begin(), added.end());
-    out_.close();
-    std::ifstream in(path_, std::ios::binary);
-    TG_CHECK(in.good(), kWho, ": cannot read back '", path_, "' to add the column '", added.front(), "'");
-    const std::string tmp = path_ + ".tmp";
-    {
-      OutputFile rewritten(kWho, tmp, OutputFile::Mode::Truncate);
-      std::string text = header(), line;
-      std::getline(in, line);  // the old header
-      while (std::getline(in, line)) text += line + std::string(pad, ',') + "\n";
-      rewritten.write(text);
+    if (!out_.is_regular_file()) {
+      out_.write(header());
+      return;
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path_, ec);
-    TG_CHECK(!ec, kWho, ": cannot replace '", path_, "' with '", tmp, "': ", ec.message());
-    out_ = OutputFile(kWho, path_, OutputFile::Mode::Append);
+    detail::AtomicFileWriter rewritten(kWho, path_);
+    std::ifstream in(rewritten.target(), std::ios::binary);
+    TG_CHECK(in.good(), kWho, ": cannot read back '", path_, "' to add the column '", added.front(), "'");
+    std::string text = header(), line;
+    std::getline(in, line);  // the old header
+    while (std::getline(in, line)) text += line + std::string(pad, ',') + "\n";
+    rewritten.write(text);
+    (void)::flock(rewritten.fd(), LOCK_EX | LOCK_NB);  // new and unique: nobody else holds it
+    out_ = OutputFile(kWho, path_, rewritten.commit_and_release());
   }
 
   std::string path_;
   OutputFile out_;
   std::vector<std::string> columns_;
 };
+
+// The metrics of one record with names that are valid UTF-8 (each invalid byte becomes U+FFFD),
+// checked: non-empty, not reserved, no line breaks, unique.
+Scalars checked_names(int64_t step, const Scalars& scalars) {
+  Scalars out;
+  out.reserve(scalars.size());
+  std::set<std::string> names;
+  for (const auto& [given, value] : scalars) {
+    const std::string name = detail::utf8_replace_invalid(given);
+    TG_CHECK(!name.empty(), kWho, ".log: an empty metric name at step ", step);
+    TG_CHECK(name != "step" && name != "wall_time", kWho, ".log: '", name,
+             "' is reserved (a metric cannot be named so)");
+    TG_CHECK(name.find_first_of("\r\n") == std::string::npos, kWho, ".log: the metric name '", name,
+             "' contains a line break");
+    TG_CHECK(names.insert(name).second, kWho, ".log: the metric '", name, "' appears twice at step ", step);
+    out.emplace_back(name, value);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -146,23 +178,14 @@ std::string MetricsLogger::tensorboard_file() const {
   return impl_->tensorboard ? impl_->tensorboard->path() : "";
 }
 
-void MetricsLogger::log(int64_t step, const Scalars& scalars, std::optional<double> wall_time) {
-  std::set<std::string> names;
-  for (const auto& [name, value] : scalars) {
-    TG_CHECK(!name.empty(), kWho, ".log: an empty metric name at step ", step);
-    TG_CHECK(name != "step" && name != "wall_time", kWho, ".log: '", name,
-             "' is reserved (a metric cannot be named so)");
-    TG_CHECK(name.find_first_of("\r\n") == std::string::npos, kWho, ".log: the metric name '", name,
-             "' contains a line break");
-    TG_CHECK(names.insert(name).second, kWho, ".log: the metric '", name, "' appears twice at step ", step);
-  }
+void MetricsLogger::log(int64_t step, const Scalars& given, std::optional<double> wall_time) {
+  const Scalars scalars = checked_names(step, given);
   const double time = wall_time ? *wall_time : unix_time_now();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   TG_CHECK(!impl_->closed, kWho, ".log: the logger is closed");
   if (impl_->jsonl.is_open()) {
-    std::string line = "{\"step\": " + std::to_string(step) + ", \"wall_time\": " + number_text(time);
-    for (const auto& [name, value] : scalars)
-      line += ", " + json_string(name) + ": " + (std::isfinite(value) ? number_text(value) : std::string("null"));
+    std::string line = "{\"step\": " + std::to_string(step) + ", \"wall_time\": " + json_number(time);
+    for (const auto& [name, value] : scalars) line += ", " + json_string(name) + ": " + json_number(value);
     impl_->jsonl.write(line + "}\n");
   }
   if (impl_->csv) impl_->csv->write(step, time, scalars);

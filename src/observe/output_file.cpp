@@ -2,6 +2,8 @@
 #include "observe/output_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,8 +35,7 @@ double unix_time_now() {
 }
 
 OutputFile::OutputFile(const char* who, std::string path, Mode mode) : who_(who), path_(std::move(path)) {
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
-  if (mode == Mode::Truncate) flags |= O_TRUNC;
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY;
   if (mode == Mode::Append) flags |= O_APPEND;
   if (mode == Mode::CreateNew) flags |= O_EXCL;
   fd_ = ::open(path_.c_str(), flags, 0644);
@@ -42,6 +43,36 @@ OutputFile::OutputFile(const char* who, std::string path, Mode mode) : who_(who)
     const int err = errno;
     TG_CHECK(false, who_, ": cannot open '", path_, "' for writing: ", std::strerror(err));
   }
+  if (mode == Mode::CreateNew || !is_regular_file()) return;  // /dev/null and pipes are shared freely
+  // Only a held lock is an error: a file system without flock (some network ones) gets no check.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    close();
+    TG_CHECK(false, who_, ": '", path_, "' is already being written by another logger (in this process or another); "
+             "give each output its own file");
+  }
+  if (mode == Mode::Truncate && ::ftruncate(fd_, 0) != 0) {
+    const int err = errno;
+    close();
+    TG_CHECK(false, who_, ": cannot truncate '", path_, "': ", std::strerror(err));
+  }
+}
+
+bool OutputFile::create_new(const char* who, std::string path) {
+  close();
+  who_ = who;
+  path_ = std::move(path);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0644);
+  if (fd_ < 0 && errno == EEXIST) return false;
+  if (fd_ < 0) {
+    const int err = errno;
+    TG_CHECK(false, who_, ": cannot open '", path_, "' for writing: ", std::strerror(err));
+  }
+  return true;
+}
+
+bool OutputFile::is_regular_file() const {
+  struct stat st;
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 OutputFile::~OutputFile() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace tapegrad::observe {
 
@@ -17,9 +18,18 @@ double unix_time_now();
 
 class OutputFile {
  public:
+  // Truncate and Append take an exclusive lock on a regular file (flock, released at close), so a
+  // second logger writing the same file, in this process or another, is an error naming the path
+  // instead of two writers overwriting each other's records. Truncate empties the file only once
+  // the lock is held. A path that is a symbolic link is written through.
   enum class Mode { Truncate, Append, CreateNew };
   OutputFile() = default;
   OutputFile(const char* who, std::string path, Mode mode);
+  // Mode::CreateNew, except that an existing `path` returns false (the caller picks another name)
+  // instead of throwing.
+  bool create_new(const char* who, std::string path);
+  // Takes over `fd`, an open descriptor of `path`.
+  OutputFile(const char* who, std::string path, int fd) : who_(who), path_(std::move(path)), fd_(fd) {}
   ~OutputFile();
   OutputFile(OutputFile&& other) noexcept;
   OutputFile& operator=(OutputFile&& other) noexcept;
@@ -30,6 +40,7 @@ class OutputFile {
   void write(const std::string& data);
   void close();
   bool is_open() const { return fd_ >= 0; }
+  bool is_regular_file() const;
   const std::string& path() const { return path_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/utf8.h"
 #include "observe/output_file.h"
 #include "observe/protobuf_wire.h"
 #include "tapegrad/core/error.h"
@@ -39,7 +40,7 @@ std::string event_header(double wall_time, int64_t step) {
 }
 
 // PyTorch's SummaryWriter names: events.out.tfevents.<time, 10 digits>.<host>.<pid>.<n>; the
-// process-wide n keeps two writers started in the same second apart.
+// process-wide n keeps two writers of this process started in the same second apart.
 std::string event_file_name() {
   static std::atomic<int> counter{0};
   char host[256] = "localhost";
@@ -61,10 +62,14 @@ struct TensorBoardWriter::File {
 
 TensorBoardWriter::TensorBoardWriter(const std::string& log_dir) {
   create_directories(kWho, log_dir);
-  std::string path = log_dir;
-  if (path.back() != '/') path += '/';
-  path += event_file_name();
-  file_ = std::make_unique<File>(File{OutputFile(kWho, path, OutputFile::Mode::CreateNew)});
+  std::string dir = log_dir;
+  if (dir.back() != '/') dir += '/';
+  // The name is created exclusively; one taken already (another process with the same host name
+  // and pid, as in containers, in the same second) moves on to the next n.
+  file_ = std::make_unique<File>();
+  for (int attempt = 0; !file_->out.create_new(kWho, dir + event_file_name()); ++attempt)
+    TG_CHECK(attempt < 100, kWho, ": cannot find a free event file name in '", log_dir, "' (last tried '",
+             file_->out.path(), "')");
   std::string event = event_header(unix_time_now(), 0);
   wire::put_bytes(event, kEventFileVersion, "brain.Event:2");
   file_->out.write(frame_record(event));
@@ -83,7 +88,8 @@ void TensorBoardWriter::add_scalars(const std::vector<std::pair<std::string, dou
   for (const auto& [tag, value] : scalars) {
     TG_CHECK(!tag.empty(), kWho, ".add_scalars: an empty tag at step ", step);
     std::string v;
-    wire::put_bytes(v, kValueTag, tag);
+    // A protobuf string must be UTF-8: TensorBoard fails to parse the whole event otherwise.
+    wire::put_bytes(v, kValueTag, detail::utf8_replace_invalid(tag));
     wire::put_float(v, kValueSimpleValue, static_cast<float>(value));
     wire::put_bytes(summary, kSummaryValue, v);
   }

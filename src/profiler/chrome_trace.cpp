@@ -2,12 +2,10 @@
 // complete ("X") event per profiler event, CPU threads under process 0 and CUDA streams under
 // process 1, a flow arrow from each kernel launch to its GPU execution, and the memory timeline
 // as counter ("C") tracks.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/profiler/profiler.h"
 
@@ -106,18 +104,19 @@ std::string Profiler::chrome_trace_json() const {
                            {"total allocated", d.total_allocated},
                            {"total freed", d.total_freed}});
   json root = {{"traceEvents", std::move(trace)}, {"displayTimeUnit", "ms"}, {"memory", std::move(devices)}};
-  return root.dump();
+  // Range names are the user's bytes: invalid UTF-8 becomes U+FFFD instead of an exception.
+  return root.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void check_trace_path(const std::string& path) {
+  detail::AtomicFileWriter probe("profiler::check_trace_path", path);  // removed uncommitted
 }
 
 void Profiler::export_chrome_trace(const std::string& path) const {
   const std::string text = chrome_trace_json();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TG_CHECK(out.is_open(), "profiler::Profiler::export_chrome_trace: cannot open '", path, "' for writing (",
-           std::strerror(errno), ")");
-  out << text;
-  out.flush();
-  TG_CHECK(out.good(), "profiler::Profiler::export_chrome_trace: writing '", path, "' failed (", std::strerror(errno),
-           ")");
+  // Whole or not at all: an interrupted or failed export leaves the file that was there (a
+  // symlinked path is written through); see Note [atomic output files] in io/atomic_file.h.
+  detail::write_file_atomically("profiler::Profiler::export_chrome_trace", path, text);
 }
 
 }  // namespace tapegrad::profiler

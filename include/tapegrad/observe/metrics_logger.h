@@ -14,10 +14,13 @@
 //     metrics in the order given; a NaN or infinite value is written as null (JSON has no NaN).
 //   CSV: a header "step,wall_time,<metric>,..." and one row per record, empty cells for metrics
 //     the record lacks; non-finite values as nan, inf, -inf. A metric first seen after some rows
-//     adds a column at the end: the file is rewritten (to a temporary file, then renamed over the
-//     old one) with the wider header and the earlier rows padded with empty cells.
+//     adds a column at the end: the file is rewritten (to a unique temporary file, then renamed
+//     over the old one; a symlinked path is written through) with the wider header and the
+//     earlier rows padded with empty cells.
 //   TensorBoard: one Event per record with a Summary of all its metrics (see tensorboard.h).
 // Existing JSONL and CSV files are replaced; the TensorBoard directory gets a new event file.
+// Metric names that are not valid UTF-8 get U+FFFD for each invalid byte, in every format. A JSONL
+// or CSV file is locked while written: a second logger on it is an error naming the path.
 #pragma once
 
 #include <cstdint>

@@ -81,6 +81,11 @@ struct DeviceMemory {
   int64_t allocations = 0, frees = 0;
 };
 
+// Throws tapegrad::Error naming `path` when a trace could not be written there (its directory is
+// missing or not writable, or it is a directory); creates and removes a temporary file beside it,
+// leaving `path` itself untouched.
+void check_trace_path(const std::string& path);
+
 class Profiler {
  public:
   explicit Profiler(ProfilerOptions options = {}, bool start_now = false);
@@ -105,7 +110,9 @@ class Profiler {
 
   // Chrome trace event JSON (Perfetto, chrome://tracing): CPU threads and CUDA streams on separate
   // tracks, events nested as they ran, memory as counter tracks. Throws tapegrad::Error naming the
-  // path if it cannot be written, or if the profiler is still running.
+  // path if it cannot be written, or if the profiler is still running. The file is written whole
+  // through a temporary file renamed over `path` (a failed export leaves the old file; a symlinked
+  // path is written through); names that are not valid UTF-8 get U+FFFD for each invalid byte.
   void export_chrome_trace(const std::string& path) const;
   std::string chrome_trace_json() const;
 
