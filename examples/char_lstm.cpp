@@ -69,6 +69,9 @@ struct Options {
   bool bucketing;
   examples::CharModelConfig model;
   bool embedding_given, hidden_given, layers_given;  // on the command line, not defaults
+  // Also on the command line: a resume takes the checkpoint's value for each one not given.
+  bool seed_given, valid_fraction_given, limit_records_given, bptt_given;
+  bool batch_size_given, bucketing_given, batches_per_bucket_given;
   uint64_t seed;
 };
 
@@ -96,6 +99,13 @@ Options read_options(const cxxopts::ParseResult& args) {
   o.embedding_given = args.count("embedding") > 0;
   o.hidden_given = args.count("hidden") > 0;
   o.layers_given = args.count("layers") > 0;
+  o.seed_given = args.count("seed") > 0;
+  o.valid_fraction_given = args.count("valid-fraction") > 0;
+  o.limit_records_given = args.count("limit-records") > 0;
+  o.bptt_given = args.count("bptt") > 0;
+  o.batch_size_given = args.count("batch-size") > 0;
+  o.bucketing_given = args.count("bucketing") > 0;
+  o.batches_per_bucket_given = args.count("batches-per-bucket") > 0;
   o.dropout = o.model.dropout = real_flag(args, "dropout", 0.0, 1.0);
   if (o.dropout >= 1.0) throw UsageError("--dropout: must be below 1");
   o.lr = real_flag(args, "lr", 0.0, 1e6, true);
@@ -195,8 +205,125 @@ Checkpoint read_checkpoint(const std::string& path) {
   return ck;
 }
 
+// What a checkpoint records of the run that wrote it, beyond the model and the position: how its
+// data was split and batched. A resume compares it with its own settings (adopt_saved_settings).
+struct RunRecord {
+  bool epoch_complete = false;  // batches_done is the whole epoch
+  int64_t batches_per_epoch = 0, batch_size = 0, world_size = 1, bptt = 0, batches_per_bucket = 0, limit_records = 0;
+  bool bucketing = true;
+  uint64_t seed = 0;
+  double valid_fraction = 0;
+  std::string data_digest;  // of the training and validation records' ids (data_digest())
+};
+
+// FNV-1a over every record's length and ids, training records then validation records: the same
+// text, split and limit give the same digest, and an edited corpus almost surely another.
+std::string data_digest(const TextDataset& train_set, const TextDataset& valid_set) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  for (const TextDataset* set : {&train_set, &valid_set}) {
+    mix(uint64_t(set->size()));
+    for (const std::vector<int64_t>& record : set->records()) {
+      mix(record.size());
+      for (int64_t id : record) mix(uint64_t(id));
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, h);
+  return text;
+}
+
+std::string real_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+// The run record of a checkpoint to resume from. A checkpoint without one (written before char_lstm
+// recorded it) still serves --sample, but a resume could not tell whether it continues the same run.
+RunRecord read_run_record(const std::map<std::string, std::string>& metadata, const std::string& path) {
+  for (const char* key : {"epoch_complete", "batches_per_epoch", "batch_size", "world_size", "bptt", "bucketing",
+                          "batches_per_bucket", "limit_records", "seed", "valid_fraction", "data_digest"})
+    if (metadata.count(key) == 0)
+      throw Error("--resume: " + path + " has no '" + key +
+                  "' in its metadata, so a resume cannot check that it continues the same run (a checkpoint of an "
+                  "older char_lstm, or not one of char_lstm's); --sample can still read it");
+  RunRecord r;
+  r.epoch_complete = metadata_int(metadata, path, "epoch_complete", 0, 1) == 1;
+  r.batches_per_epoch = metadata_int(metadata, path, "batches_per_epoch", 1, std::numeric_limits<int64_t>::max());
+  r.batch_size = metadata_int(metadata, path, "batch_size", 1, 1 << 20);
+  r.world_size = metadata_int(metadata, path, "world_size", 1, 1 << 20);
+  r.bptt = metadata_int(metadata, path, "bptt", 1, 1 << 24);
+  r.bucketing = metadata_int(metadata, path, "bucketing", 0, 1) == 1;
+  r.batches_per_bucket = metadata_int(metadata, path, "batches_per_bucket", 1, int64_t{1} << 40);
+  r.limit_records = metadata_int(metadata, path, "limit_records", 0, int64_t{1} << 40);
+  r.seed = metadata_uint64(metadata, path, "seed");
+  const std::string& fraction = metadata.at("valid_fraction");
+  char* end = nullptr;
+  r.valid_fraction = std::strtod(fraction.c_str(), &end);
+  if (fraction.empty() || end != fraction.c_str() + fraction.size() || !(r.valid_fraction >= 0 && r.valid_fraction < 1))
+    throw Error("--resume: " + path + " records valid_fraction '" + fraction + "', expected a number in [0, 1)");
+  r.data_digest = metadata.at("data_digest");
+  return r;
+}
+
+// A resume continues the run its checkpoint came from. Each setting below that is not on the command
+// line takes the checkpoint's value. One given with another value is refused when it changes the
+// data (split, limit, shuffling seed) or the optimisation steps (BPTT length); one that only changes
+// the batching (batch size, bucketing, process count) is taken when the checkpoint completed its
+// epoch (the next epoch is simply batched anew; returned as a note to print) and refused mid-epoch,
+// where the saved position counts batches of the old batching and maps onto no batch of the new one.
+std::vector<std::string> adopt_saved_settings(Options& o, const RunRecord& saved, const Position& position,
+                                              int64_t world_size) {
+  std::vector<std::string> notes;
+  // True when the checkpoint's value should replace ours.
+  auto differs = [&](const std::string& flag, bool given, bool different, const std::string& mine,
+                     const std::string& theirs, bool batching_only) {
+    if (!different) return false;
+    if (!given) return true;
+    const std::string what =
+        (flag == "processes" ? "the run has " + mine + " processes, but the checkpoint's had " + theirs
+                             : "--" + flag + " " + mine + " differs from the checkpoint's " + theirs);
+    if (!batching_only)
+      throw UsageError(what + "; a resume continues the same training, so leave the flag out (or give " + theirs + ")");
+    if (!saved.epoch_complete)
+      throw UsageError(what + ", and the checkpoint stopped mid-epoch (after batch " +
+                       std::to_string(position.batches_done) + " of " + std::to_string(saved.batches_per_epoch) +
+                       " in epoch " + std::to_string(position.epoch) +
+                       "): that position cannot be mapped onto other batches. Resume with " + theirs +
+                       ", or change it when resuming from a checkpoint of a completed epoch");
+    notes.push_back("note: " + what + "; the checkpoint completed epoch " + std::to_string(position.epoch) +
+                    " and the next epochs are batched with " + mine);
+    return false;
+  };
+  if (differs("seed", o.seed_given, o.seed != saved.seed, std::to_string(o.seed), std::to_string(saved.seed), false))
+    o.seed = saved.seed;
+  if (differs("valid-fraction", o.valid_fraction_given, o.valid_fraction != saved.valid_fraction,
+              examples::number_text(o.valid_fraction), examples::number_text(saved.valid_fraction), false))
+    o.valid_fraction = saved.valid_fraction;
+  if (differs("limit-records", o.limit_records_given, o.limit_records != saved.limit_records,
+              std::to_string(o.limit_records), std::to_string(saved.limit_records), false))
+    o.limit_records = saved.limit_records;
+  if (differs("bptt", o.bptt_given, o.bptt != saved.bptt, std::to_string(o.bptt), std::to_string(saved.bptt), false))
+    o.bptt = saved.bptt;
+  if (differs("batch-size", o.batch_size_given, o.batch_size != saved.batch_size, std::to_string(o.batch_size),
+              std::to_string(saved.batch_size), true))
+    o.batch_size = saved.batch_size;
+  if (differs("bucketing", o.bucketing_given, o.bucketing != saved.bucketing, o.bucketing ? "on" : "off",
+              saved.bucketing ? "on" : "off", true))
+    o.bucketing = saved.bucketing;
+  if (differs("batches-per-bucket", o.batches_per_bucket_given, o.batches_per_bucket != saved.batches_per_bucket,
+              std::to_string(o.batches_per_bucket), std::to_string(saved.batches_per_bucket), true))
+    o.batches_per_bucket = saved.batches_per_bucket;
+  differs("processes", true, world_size != saved.world_size, std::to_string(world_size),
+          std::to_string(saved.world_size), true);
+  return notes;
+}
+
 void save_checkpoint(const std::string& path, const examples::CharModel& model, const optim::Optimizer& opt,
-                     const Vocab& vocab, const Position& position) {
+                     const Vocab& vocab, const Position& position, const RunRecord& record) {
   StateDict state;
   for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);
   for (auto& [name, t] : opt.state_dict()) state.emplace_back("optim." + name, t);
@@ -210,7 +337,18 @@ void save_checkpoint(const std::string& path, const examples::CharModel& model, 
                     {"layers", std::to_string(model.config().layers)},
                     // Dropout draws from the default generator: restoring it continues the same stream.
                     {"rng_seed", std::to_string(rng.seed())},
-                    {"rng_offset", std::to_string(rng.offset())}});
+                    {"rng_offset", std::to_string(rng.offset())},
+                    {"epoch_complete", record.epoch_complete ? "1" : "0"},
+                    {"batches_per_epoch", std::to_string(record.batches_per_epoch)},
+                    {"batch_size", std::to_string(record.batch_size)},
+                    {"world_size", std::to_string(record.world_size)},
+                    {"bptt", std::to_string(record.bptt)},
+                    {"bucketing", record.bucketing ? "1" : "0"},
+                    {"batches_per_bucket", std::to_string(record.batches_per_bucket)},
+                    {"limit_records", std::to_string(record.limit_records)},
+                    {"seed", std::to_string(record.seed)},
+                    {"valid_fraction", real_text(record.valid_fraction)},
+                    {"data_digest", record.data_digest}});
 }
 
 int sample(const Options& o, Device device) {
@@ -337,7 +475,16 @@ double evaluate_all_ranks(examples::CharModel& model, const TextDataset& data, i
   return sums[0] / sums[1];
 }
 
-int train(const Options& o, Device device, const examples::DistributedRun& run, amp::GradScaler* scaler) {
+int train(const Options& flags, Device device, const examples::DistributedRun& run, amp::GradScaler* scaler) {
+  Options o = flags;
+  std::optional<Checkpoint> ck;
+  RunRecord saved;
+  std::vector<std::string> resume_notes;
+  if (!o.resume.empty()) {
+    ck = read_checkpoint(o.resume);
+    saved = read_run_record(ck->metadata, o.resume);
+    resume_notes = adopt_saved_settings(o, saved, ck->position, run.size());
+  }
   observe::MetricsLoggerOptions metrics_options;
   metrics_options.jsonl = o.metrics;
   metrics_options.csv = o.metrics_csv;
@@ -355,9 +502,8 @@ int train(const Options& o, Device device, const examples::DistributedRun& run, 
 
   examples::CharModelConfig config = o.model;
   config.vocab = corpus.vocab().size();
-  std::optional<Checkpoint> ck;
-  if (!o.resume.empty()) {
-    ck = read_checkpoint(o.resume);
+  const std::string digest = data_digest(train_set, valid_set);
+  if (ck) {
     if (ck->vocab.symbols() != corpus.vocab().symbols() || ck->vocab.level() != corpus.vocab().level())
       throw Error("--resume: " + o.resume + " was trained with another vocabulary (" + std::to_string(ck->vocab.size()) +
                   " ids) than --data gives (" + std::to_string(corpus.vocab().size()) +
@@ -372,6 +518,11 @@ int train(const Options& o, Device device, const examples::DistributedRun& run, 
     take("embedding", o.embedding_given, config.embedding, ck->config.embedding);
     take("hidden", o.hidden_given, config.hidden, ck->config.hidden);
     take("layers", o.layers_given, config.layers, ck->config.layers);
+    if (saved.data_digest != digest)
+      throw Error("--resume: " + o.resume + " was trained on other records than --data " + o.data +
+                  " gives with --valid-fraction " + examples::number_text(o.valid_fraction) + ", --seed " +
+                  std::to_string(o.seed) + " and --limit-records " + std::to_string(o.limit_records) +
+                  " (data digest " + saved.data_digest + " vs " + digest + "); resume on the same text");
   }
 
   examples::CharModel model(config);
@@ -407,11 +558,16 @@ int train(const Options& o, Device device, const examples::DistributedRun& run, 
     model.load_state_dict(ck->model);
     opt.load_state_dict(ck->optim);
     start = ck->position;
-    if (start.batches_done > per_epoch)
+    // A completed epoch goes on with the next one, however many batches an epoch has now; a
+    // partial one only where adopt_saved_settings kept the batching, so the position still fits.
+    if (saved.epoch_complete)
+      start = {start.epoch + 1, 0};
+    else if (start.batches_done >= per_epoch || saved.batches_per_epoch != per_epoch)
       throw Error("--resume: " + o.resume + " had trained " + std::to_string(start.batches_done) +
                   " batches of epoch " + std::to_string(start.epoch) + ", but an epoch now has " +
-                  std::to_string(per_epoch) + "; use the same --batch-size, --bucketing and --limit-records");
-    if (start.batches_done == per_epoch) start = {start.epoch + 1, 0};
+                  std::to_string(per_epoch) + " (the checkpoint's had " + std::to_string(saved.batches_per_epoch) +
+                  "); the position does not fit");
+    for (const std::string& note : resume_notes) std::printf("%s\n", note.c_str());
     default_generator().set_state(metadata_uint64(ck->metadata, o.resume, "rng_seed"),
                                   metadata_uint64(ck->metadata, o.resume, "rng_offset"));
     std::printf("resumed from %s at epoch %" PRId64 ", batch %" PRId64 "\n", o.resume.c_str(), start.epoch,
@@ -487,7 +643,9 @@ int train(const Options& o, Device device, const examples::DistributedRun& run, 
     log_metrics(metrics, (epoch - 1) * per_epoch + done, epoch, all, valid,
                 double(all.targets) / std::max(seconds, 1e-9), schedule.get_last_lr().front(), true);
     if (!o.checkpoint.empty() && run.is_main())
-      save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done});
+      save_checkpoint(o.checkpoint, model, opt, corpus.vocab(), {epoch, done},
+                      {done == per_epoch, per_epoch, o.batch_size, run.size(), o.bptt, o.batches_per_bucket,
+                       o.limit_records, o.bucketing, o.seed, o.valid_fraction, digest});
     if (budget > 0 && trained_seconds >= budget && epoch < o.epochs) out_of_time = true;
     if (out_of_time)
       std::printf("stopped after %.1f minutes of training (--max-minutes) at batch %" PRId64 " of %" PRId64

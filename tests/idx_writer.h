@@ -21,6 +21,15 @@ inline void write_idx_u8(const std::string& path, const std::vector<uint32_t>& d
   std::ofstream(path, std::ios::binary).write(out.data(), static_cast<std::streamsize>(out.size()));
 }
 
+// An IDX file of int32 values (type 0x0C) with `dims`.
+inline void write_idx_i32(const std::string& path, const std::vector<uint32_t>& dims,
+                          const std::vector<int32_t>& values) {
+  std::string out = {0, 0, 0x0C, static_cast<char>(dims.size())};
+  for (uint32_t d : dims) put_be32(out, d);
+  for (int32_t v : values) put_be32(out, static_cast<uint32_t>(v));
+  std::ofstream(path, std::ios::binary).write(out.data(), static_cast<std::streamsize>(out.size()));
+}
+
 // An IDX file of float32 values (type 0x0D) with `dims`.
 inline void write_idx_f32(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<float>& values) {
   std::string out = {0, 0, 0x0D, static_cast<char>(dims.size())};

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "idx_writer.h"
 #include "tapegrad/data/dataloader.h"
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/idx.h"
@@ -154,6 +155,67 @@ TEST(FashionMNIST, TrainAndTest) {
 
 TEST(FashionMNIST, MissingRootThrows) {
   expect_error([] { FashionMNIST("/nonexistent_root"); }, {"read_idx", "/nonexistent_root"});
+}
+
+// A zero dim made the overflow guard pass for any later dims: a tensor of 0 x 2^32 x 2^32 x 2^32
+// elements, whose strides overflow int64.
+TEST(ReadIdx, ZeroDimBeforeHugeDimsIsRefused) {
+  const std::string p = write_plain("zero_then_huge", header(0x08, {0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}));
+  expect_error([&] { read_idx(p); }, {"read_idx", p, "too large"});
+  // A zero dim with modest others is an empty tensor of that shape.
+  Tensor empty = read_idx(write_plain("zero_dim", header(0x08, {0, 28, 28})));
+  EXPECT_EQ(empty.sizes(), (Shape{0, 28, 28}));
+}
+
+// A Fashion-MNIST folder whose files tests then replace one at a time.
+class FashionFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_path("fashion_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    testing::write_fashion_folder(dir_, 4, 2);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string images() const { return dir_ + "/train-images-idx3-ubyte.gz"; }
+  std::string labels() const { return dir_ + "/train-labels-idx1-ubyte.gz"; }
+  std::string dir_;
+};
+
+// An IDX image file of int32 (or float) values beyond 0..255 trained on garbage: now the loader
+// names the file, the offending pixel's index and its value.
+TEST_F(FashionFiles, PixelsOutside0To255AreErrors) {
+  std::vector<int32_t> pixels(4 * 784, 7);
+  testing::write_idx_i32(images(), {4, 28, 28}, pixels);
+  EXPECT_FLOAT_EQ(float(FashionMNIST(dir_).images().max().item()), 7.0f / 255.0f);  // in range: any integer type loads
+  pixels[1000] = 300;
+  testing::write_idx_i32(images(), {4, 28, 28}, pixels);
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", images(), "pixel 1000", "300", "0..255"});
+  pixels[1000] = -1;
+  testing::write_idx_i32(images(), {4, 28, 28}, pixels);
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", images(), "pixel 1000", "-1", "0..255"});
+  std::vector<float> floats(4 * 784, 0.5f);
+  floats[5] = 3e38f;
+  testing::write_idx_f32(images(), {4, 28, 28}, floats);
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", images(), "pixel 5", "3e+38", "0..255"});
+  floats[5] = -0.25f;
+  testing::write_idx_f32(images(), {4, 28, 28}, floats);
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", images(), "pixel 5", "-0.25"});
+}
+
+// Labels outside 0..9 and image/label counts that differ (checked before; kept covered here).
+TEST_F(FashionFiles, BadLabelsAndCountMismatchAreErrors) {
+  testing::write_idx_u8(labels(), {4}, {0, 1, 10, 3});
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", "label 2", labels(), "10", "0..9"});
+  testing::write_idx_i32(labels(), {4}, {0, 1, -3, 3});
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", "label 2", "-3"});
+  testing::write_idx_u8(labels(), {3}, {0, 1, 2});
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", "4 images", "3 labels"});
+  testing::write_idx_u8(labels(), {4, 1}, {0, 1, 2, 3});
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", labels(), "[N]"});
+  testing::write_idx_u8(labels(), {4}, {0, 1, 2, 3});
+  testing::write_idx_u8(images(), {4, 784}, std::vector<uint8_t>(4 * 784, 1));
+  expect_error([&] { FashionMNIST{dir_}; }, {"FashionMNIST", images(), "[N, rows, cols]"});
 }
 
 TensorDataset make_dataset(int64_t n) {

@@ -76,12 +76,16 @@ Tensor read_idx(const std::string& path) {
            " bytes of dims, got ", got);
   Shape dims;
   uint64_t numel = 1;
+  // The product of the nonzero dims: a zero dim makes the tensor empty, but the dims after it
+  // still set its strides, which must fit in int64 as well.
+  uint64_t extent = 1;
   for (int i = 0; i < rank; ++i) {
     uint32_t d = big_endian32(dim_bytes + 4 * i);
     dims.push_back(int64_t(d));
     // Guard the byte count against overflow before comparing it with what the file holds.
-    TG_CHECK(d == 0 || numel <= (uint64_t(std::numeric_limits<int64_t>::max()) / esize) / d,
-             "read_idx: '", path, "' declares dims too large to address");
+    TG_CHECK(d == 0 || extent <= (uint64_t(std::numeric_limits<int64_t>::max()) / esize) / d, "read_idx: '", path,
+             "' declares dims too large to address");
+    if (d != 0) extent *= d;
     numel *= d;
   }
   uint64_t expected = numel * esize;

@@ -2,7 +2,8 @@
 # cmake -P, so that it needs no shell or Python):
 #   1. mpirun gives rank 1 another --checkpoint path than rank 0 (an MPMD launch). The run must
 #      succeed, rank 0's checkpoint must exist and rank 1's must not: only rank 0 writes.
-#   2. Both ranks --resume from rank 0's checkpoint for a second epoch.
+#   2. Both ranks --resume from rank 0's checkpoint for a second epoch; one process resumes it too
+#      (a completed epoch: the next one, batched anew), but not a mid-epoch checkpoint of another count.
 #   3. One process with the global batch (2 x the per-rank batch) must print the same first-epoch
 #      losses: DDP over two ranks is the same training as one process on the whole batch (and one
 #      process with the per-rank batch must not, or the comparison would prove nothing).
@@ -70,6 +71,24 @@ run_or_fail("the 2-rank resume"
   ${MPIEXEC} ${MPI_FLAGS} ${NP_FLAG} 2 ${EXAMPLE} ${common} --epochs 2 --batch-size 4 --distributed --resume ${checkpoint0})
 if(NOT output MATCHES "resumed from .* at epoch 2" OR NOT output MATCHES "epoch  2  train loss")
   message(FATAL_ERROR "the resumed run did not train epoch 2:\n${output}")
+endif()
+
+# 2b. Rank 0's checkpoint of a completed epoch (4 global batches of 8) resumed by one process of
+#     batch 4 (8 batches an epoch) goes on with epoch 2; it used to re-enter epoch 1 at batch 5.
+run_or_fail("the 1-process resume of the 2-rank checkpoint" ${EXAMPLE} ${common} --epochs 2 --batch-size 4
+  --resume ${checkpoint0})
+if(NOT output MATCHES "resumed from .* at epoch 2, batch 1" OR NOT output MATCHES "the run has 1 processes"
+   OR output MATCHES "epoch  1  train loss")
+  message(FATAL_ERROR "the 1-process resume did not go on with epoch 2:\n${output}")
+endif()
+#     A mid-epoch checkpoint (--max-minutes) of one process is refused by two, naming both counts.
+set(partial "${WORK_DIR}/rank0/partial.safetensors")
+run_or_fail("the stopped 1-process run" ${EXAMPLE} ${common} --epochs 1 --batch-size 4 --max-minutes 1e-6
+  --checkpoint ${partial})
+execute_process(COMMAND ${MPIEXEC} ${MPI_FLAGS} ${NP_FLAG} 2 ${EXAMPLE} ${common} --epochs 1 --batch-size 4
+  --distributed --resume ${partial} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(status EQUAL 0 OR NOT "${out}${err}" MATCHES "the run has 2 processes, but the checkpoint's had 1")
+  message(FATAL_ERROR "a mid-epoch checkpoint of 1 process resumed on 2 was not refused (${status}):\n${out}\n${err}")
 endif()
 
 run_or_fail("the 1-process run" ${EXAMPLE} ${common} --epochs 1 --batch-size 8)
