@@ -444,6 +444,12 @@ TEST(OneCycleLR, LinearAnnealingReachesTotalStepsAsPyTorch) {
   expect_error([&] { sched.step(); }, {"OneCycleLR", "11", "total_steps is 10"});
   EXPECT_EQ(sched.last_epoch(), 10);
   EXPECT_EQ(run.lrs()[0], before);
+  // A checkpoint taken now (the end of PyTorch's loop) loads; stepping with the negative rate is
+  // refused rather than climbing the loss.
+  TwoGroups fresh;
+  fresh.opt.load_state_dict(run.opt.state_dict());
+  EXPECT_EQ(fresh.lrs()[0], before);
+  expect_error([&] { fresh.opt.step(); }, {"SGD", "invalid learning rate", "-0.14"});
 }
 
 // --- state for resuming -------------------------------------------------------------------------

@@ -158,6 +158,31 @@ TEST(LstmCheckpoint, ControlsForTheComparisons) {
   EXPECT_GT(max_relative_difference(run(reseeded, nn::LSTMOptions().checkpoint_layers(true)), plain), 1e-6);
 }
 
+// checkpoint_layers inside an outer checkpoint(), dropout drawn from the module's own generator:
+// the outer recomputation re-runs the inner checkpoints, whose own recomputations come later still,
+// and every one of them must see the forward's masks.
+TEST(LstmCheckpoint, NestedInsideCheckpointWithItsOwnGenerator) {
+  auto grads_with = [](bool nested, uint64_t dropout_seed) {
+    Generator own(1);
+    nn::LSTM lstm(kInput, kHidden, nn::LSTMOptions().num_layers(3).dropout(0.4).checkpoint_layers(nested), &own);
+    lstm.to(kFloat64);
+    Tensor x = testing::leaf({kSteps, kBatch, kInput}, 2);
+    own.manual_seed(dropout_seed);
+    auto forward = [&](const Tensor& in) { return lstm.forward(in).output; };
+    Tensor out = nested ? checkpoint(forward, x) : forward(x);
+    sum(mul(out, tanh(out))).backward();
+    std::vector<double> g = values(x.grad());
+    for (const Tensor& p : lstm.parameters()) {
+      std::vector<double> v = values(p.grad());
+      g.insert(g.end(), v.begin(), v.end());
+    }
+    return g;
+  };
+  const std::vector<double> plain = grads_with(false, 23);
+  EXPECT_EQ(grads_with(true, 23), plain);
+  EXPECT_NE(grads_with(false, 24), plain);  // control: other masks give other gradients
+}
+
 // Backward outside the autocast region (as PyTorch recommends): the recomputation still runs the
 // products in bf16, as the forward did, so the gradients are those of the plain module.
 TEST(LstmCheckpoint, RecomputesUnderTheForwardsAutocastState) {

@@ -10,7 +10,7 @@
 #  2. ThreadSanitizer: the autograd thread tests (two threads training two separate models at
 #     once must get exactly what each gets alone) and the shared-parameter tests (threads recording
 #     ops on and backpropagating into the same parameters, concurrent checkpoint writers), built in
-#     ./build-tsan.
+#     ./build-tsan, and two threads checkpointing with dropout at once (each replays its own draws).
 # OpenMP is kept to one thread under the sanitizers: libgomp is not instrumented, so TSan would
 # report its internal synchronisation, and one thread keeps ASan's run short. The MPI tests run in
 # the ordinary build only: OpenMPI's own allocations would be reported as leaks.
@@ -44,9 +44,10 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 echo "== ThreadSanitizer: concurrent training, shared parameters, concurrent checkpoint writers"
 cmake -S . -B build-tsan "${common[@]}" -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_SANITIZE=thread >/dev/null
 cmake --build build-tsan --parallel "$jobs" --target test_autograd test_anomaly test_shared_parameters \
-  test_checkpoint_atomic
+  test_checkpoint_atomic test_checkpoint
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   build-tsan/tests/test_autograd --gtest_filter='AutogradThreads.*:GradMode.GradModeIsThreadLocal'
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_anomaly --gtest_filter='Anomaly.IsPerThread'
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_shared_parameters
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_checkpoint_atomic --gtest_filter='CheckpointAtomic.ConcurrentWriters*'
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_checkpoint --gtest_filter='Checkpoint.TwoThreadsCheckpointingKeepTheirOwnMasks'

@@ -55,50 +55,20 @@ std::vector<Tensor> layer_forward(const LayerRun& run, const Tensor& input, cons
   return result;
 }
 
-// checkpoint() replays the default generator; a generator given to the module is replayed here:
-// the first call notes its state, a later one (the recomputation) runs from that state and puts
-// the generator back afterwards.
-class GeneratorReplay {
- public:
-  explicit GeneratorReplay(Generator* generator) : generator_(generator) {}
-  template <class F>
-  std::vector<Tensor> run(F&& f) {
-    if (generator_ == nullptr) return f();
-    if (!saved_) {
-      seed_ = generator_->seed();
-      offset_ = generator_->offset();
-      saved_ = true;
-      return f();
-    }
-    Restore restore{generator_, generator_->seed(), generator_->offset()};
-    generator_->set_state(seed_, offset_);
-    return f();
-  }
-
- private:
-  struct Restore {
-    Generator* generator;
-    uint64_t seed, offset;
-    ~Restore() { generator->set_state(seed, offset); }
-  };
-  Generator* generator_;
-  bool saved_ = false;
-  uint64_t seed_ = 0, offset_ = 0;
-};
-
 // The whole layer through checkpoint(): inputs {input, h0 per direction..., c0 per direction...}.
 std::vector<Tensor> layer_forward_checkpointed(const LayerRun& run, const Tensor& input, const std::vector<Tensor>& h0,
                                                const std::vector<Tensor>& c0, const Tensor& lengths) {
-  auto replay = std::make_shared<GeneratorReplay>(run.generator);
-  CheckpointFunction fn = [run, lengths, replay](const std::vector<Tensor>& in) {
+  // checkpoint() replays every generator's draws (the module's own too), also when this call is
+  // itself inside an outer checkpoint's recomputation.
+  CheckpointFunction fn = [run, lengths](const std::vector<Tensor>& in) {
     const auto d = static_cast<std::ptrdiff_t>(run.weights.size());
     std::vector<Tensor> h(in.begin() + 1, in.begin() + 1 + d), c(in.begin() + 1 + d, in.end());
-    return replay->run([&] { return layer_forward(run, in[0], h, c, lengths); });
+    return layer_forward(run, in[0], h, c, lengths);
   };
   std::vector<Tensor> inputs{input};
   inputs.insert(inputs.end(), h0.begin(), h0.end());
   inputs.insert(inputs.end(), c0.begin(), c0.end());
-  return checkpoint(fn, inputs, /*preserve_rng_state=*/run.generator == nullptr);
+  return checkpoint(fn, inputs, /*preserve_rng_state=*/true);
 }
 
 // Each sequence's length within steps [begin, end): its valid steps there, counted from begin.

@@ -215,7 +215,11 @@ std::vector<ParamGroup> Optimizer::load_groups(const StateDict& entries) const {
       fields.erase(f);
     }
     TG_CHECK(fields.empty(), ctx, ": unexpected key '", prefix, fields.empty() ? "" : fields.begin()->first, "'");
-    check_group(group, ctx + ": parameter group " + std::to_string(g));
+    // OneCycleLR's last step (total_steps, reached by PyTorch's loop) can leave a negative
+    // learning rate, as PyTorch's does; a checkpoint taken then must load. step() still refuses it.
+    ParamGroup checked = group;
+    if (std::isfinite(group.lr()) && group.lr() < 0) checked.lr(0);
+    check_group(checked, ctx + ": parameter group " + std::to_string(g));
   }
   return loaded;
 }
