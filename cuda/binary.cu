@@ -42,9 +42,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const char* name = backend::binary_op_name(op);
   dispatch_numeric(out.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    math::with_binary_op(op, [&](auto formula) {
-      launch_pointwise<T, T, T>(name, BinaryFn<decltype(formula), T>{}, out, a, b);
-    });
+    math::with_binary_op(
+        op, [&](auto formula) { launch_pointwise<T, T, T>(name, BinaryFn<decltype(formula), T>{}, out, a, b); });
   });
 }
 

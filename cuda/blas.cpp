@@ -14,8 +14,8 @@
 #include <algorithm>
 
 #include "backend/kernel_tensors.h"
-#include "cublas_loader.h"
 #include "cublas_handle.h"
+#include "cublas_loader.h"
 #include "cuda_kernels.h"
 #include "tapegrad/cuda/blas_settings.h"
 #include "tapegrad/cuda/counters.h"
@@ -94,10 +94,10 @@ void call_cublas(const GemmArgs& g) {
           cublas_api().dgemm(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, a, g.a.lead, &beta, c, ldc),
           where);
     } else {
-      TG_CUBLAS_CHECK(
-          cublas_api().dgemm_strided_batched(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead, g.b.batch_stride, a,
-                                       g.a.lead, g.a.batch_stride, &beta, c, ldc, stride_c, g.batch),
-          where);
+      TG_CUBLAS_CHECK(cublas_api().dgemm_strided_batched(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, b, g.b.lead,
+                                                         g.b.batch_stride, a, g.a.lead, g.a.batch_stride, &beta, c, ldc,
+                                                         stride_c, g.batch),
+                      where);
     }
     return;
   }
@@ -114,14 +114,14 @@ void call_cublas(const GemmArgs& g) {
   cuda::note_gemm();
   if (g.batch == 1) {
     TG_CUBLAS_CHECK(cublas_api().gemm_ex(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type,
-                                    g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(), c_type, ldc,
-                                    compute, CUBLAS_GEMM_DEFAULT),
+                                         g.b.lead, g.a.tensor.data_ptr(), type, g.a.lead, &beta, g.out.data_ptr(),
+                                         c_type, ldc, compute, CUBLAS_GEMM_DEFAULT),
                     where);
   } else {
-    TG_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(),
-                                                  type, g.b.lead, g.b.batch_stride, g.a.tensor.data_ptr(), type,
-                                                  g.a.lead, g.a.batch_stride, &beta, g.out.data_ptr(), c_type, ldc,
-                                                  stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT),
+    TG_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
+                        handle, g.b.op, g.a.op, g.m, g.n, g.k, &alpha, g.b.tensor.data_ptr(), type, g.b.lead,
+                        g.b.batch_stride, g.a.tensor.data_ptr(), type, g.a.lead, g.a.batch_stride, &beta,
+                        g.out.data_ptr(), c_type, ldc, stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT),
                     where);
   }
 }
@@ -158,9 +158,8 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out_in, d
       matmul_into(b.transpose(-2, -1), a.transpose(-2, -1), out_t, alpha, beta, op);
       return;
     }
-    Tensor tmp =
-        beta == 0.0 ? backend::allocate_tensor(out.sizes(), out.dtype(), out.device(), "matmul")
-                    : backend::contiguous_copy(out, "matmul");
+    Tensor tmp = beta == 0.0 ? backend::allocate_tensor(out.sizes(), out.dtype(), out.device(), "matmul")
+                             : backend::contiguous_copy(out, "matmul");
     matmul_into(a, b, tmp, alpha, beta, op);
     TG_KERNEL(out.device(), copy)(tmp, out);
     return;

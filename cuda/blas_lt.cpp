@@ -8,11 +8,11 @@
 // over k for each column of D, so each row of a (grad_bias [n]).
 //
 // When it applies: out of f32, f16 or bf16 (under autocast a 16-bit out, or f32 for a weight
-// gradient, with float32 operands lowered on the device first as gemm_mixed does); a and b each with unit stride along one dim, so
-// no copy is needed; out and the bias contiguous; every pointer 16-byte aligned; n, m and k at
-// least 2 and within int32 (PyTorch's rule for its cuBLASLt path: the heuristics reject or
-// mishandle some unit dimensions). Anything else, or a problem the heuristic refuses, takes the
-// plain path: gemm onto the copied bias, or gemm plus a row-sum GEMM.
+// gradient, with float32 operands lowered on the device first as gemm_mixed does); a and b each with unit stride along
+// one dim, so no copy is needed; out and the bias contiguous; every pointer 16-byte aligned; n, m and k at least 2 and
+// within int32 (PyTorch's rule for its cuBLASLt path: the heuristics reject or mishandle some unit dimensions).
+// Anything else, or a problem the heuristic refuses, takes the plain path: gemm onto the copied bias, or gemm plus a
+// row-sum GEMM.
 //
 // Plans: the descriptor, layouts, preference and the heuristic's algorithm are made once per
 // problem (dtypes, math, transposes, sizes, leading dimensions, epilogue, bias alignment) and kept
@@ -29,8 +29,8 @@
 #include <unordered_map>
 
 #include "backend/kernel_tensors.h"
-#include "cublas_loader.h"
 #include "cublas_handle.h"
+#include "cublas_loader.h"
 #include "cuda_kernels.h"
 #include "launch.h"
 #include "tapegrad/cuda/blas_settings.h"
@@ -70,7 +70,9 @@ std::optional<LtOperand> lt_operand(const Tensor& t) {
   return std::nullopt;
 }
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
+bool aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kAlignment == 0;
+}
 
 uint32_t alignment_of(const void* p) {
   uint32_t a = 256;
@@ -163,11 +165,15 @@ Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
   TG_LT_CHECK(cublas_api().lt_matmul_desc_create(&plan.desc, p.compute, CUDA_R_32F));
   const int32_t transa = p.lt_a.op, transb = p.lt_b.op;
   const uint32_t epilogue = p.epilogue;
-  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
-  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
-  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  TG_LT_CHECK(
+      cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  TG_LT_CHECK(
+      cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  TG_LT_CHECK(
+      cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   // The heuristic reads the bias pointer's alignment (the key holds it).
-  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+  TG_LT_CHECK(
+      cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
   // Stored shapes: op(A) [m, k] and op(B) [k, n], transposed as stored.
   const bool ta = p.lt_a.op == CUBLAS_OP_T, tb = p.lt_b.op == CUBLAS_OP_T;
   TG_LT_CHECK(cublas_api().lt_matrix_layout_create(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lt_a.ld));
@@ -176,14 +182,15 @@ Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
   TG_LT_CHECK(cublas_api().lt_matmul_preference_create(&plan.preference));
   const uint64_t max_workspace = kMaxWorkspaceBytes;
   TG_LT_CHECK(cublas_api().lt_matmul_preference_set_attribute(plan.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                   &max_workspace, sizeof(max_workspace)));
+                                                              &max_workspace, sizeof(max_workspace)));
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    TG_LT_CHECK(cublas_api().lt_matmul_preference_set_attribute(plan.preference, attr, &kAlignment, sizeof(kAlignment)));
+    TG_LT_CHECK(
+        cublas_api().lt_matmul_preference_set_attribute(plan.preference, attr, &kAlignment, sizeof(kAlignment)));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t status = cublas_api().lt_matmul_algo_get_heuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                                                plan.preference, 1, &result, &returned);
+  const cublasStatus_t status = cublas_api().lt_matmul_algo_get_heuristic(
+      handle, plan.desc, plan.a, plan.b, plan.d, plan.d, plan.preference, 1, &result, &returned);
   // No algorithm is an answer, not an error: the plain path runs the problem. cuBLASLt says so with
   // NOT_SUPPORTED, an empty result, or (PyTorch has seen it for unit dimensions) INVALID_VALUE. In
   // the emulation build a refused plan is printed, and the tests count the epilogue calls.
@@ -216,24 +223,27 @@ bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const 
   p.epilogue = epilogue;
   p.bias = bias.data_ptr();
   const int device = out.device().index();
-  const PlanKey key{device, p.ab_type, p.d_type, p.compute, p.lt_a.op, p.lt_b.op, p.m,
-                    p.n,    p.k,       p.lt_a.ld, p.lt_b.ld, (int64_t{epilogue} << 16) | alignment_of(p.bias)};
+  const PlanKey key{device,    p.ab_type, p.d_type,  p.compute,
+                    p.lt_a.op, p.lt_b.op, p.m,       p.n,
+                    p.k,       p.lt_a.ld, p.lt_b.ld, (int64_t{epilogue} << 16) | alignment_of(p.bias)};
   cublasLtHandle_t handle = lt_handle(device);
   auto found = t_plans.plans.find(key);
   if (found == t_plans.plans.end()) found = t_plans.plans.emplace(key, make_plan(handle, p)).first;
   const Plan& plan = found->second;
   if (!plan.found) return false;
-  TG_LT_CHECK(cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+  TG_LT_CHECK(
+      cublas_api().lt_matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
   // Bytes as float32 elements: a tensor gives the memory back to the cache when it goes.
   Tensor workspace;
   if (plan.workspace > 0)
-    workspace = backend::allocate_tensor({static_cast<int64_t>((plan.workspace + 3) / 4)}, kFloat32, out.device(),
-                                         "linear");
+    workspace =
+        backend::allocate_tensor({static_cast<int64_t>((plan.workspace + 3) / 4)}, kFloat32, out.device(), "linear");
   const float alpha = 1.0f, beta = 0.0f;
   cuda::note_gemm();
   TG_LT_CHECK(cublas_api().lt_matmul(handle, plan.desc, &alpha, b.data_ptr(), plan.a, a.data_ptr(), plan.b, &beta,
-                             out.data_ptr(), plan.d, out.data_ptr(), plan.d, &plan.algo,
-                             workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace, current_stream()));
+                                     out.data_ptr(), plan.d, out.data_ptr(), plan.d, &plan.algo,
+                                     workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
+                                     current_stream()));
   return true;  // the workspace returns to the cache in stream order, after the product
 }
 

@@ -53,7 +53,7 @@ constexpr size_t kSmallSize = 1 << 20;       // requests up to this use the smal
 constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
 constexpr size_t kMinLargeAlloc = 10 << 20;  // large requests below this share kLargeBuffer segments
 constexpr size_t kLargeBuffer = 20 << 20;
-constexpr size_t kRoundLarge = 2 << 20;      // bigger segments are the request rounded to this
+constexpr size_t kRoundLarge = 2 << 20;  // bigger segments are the request rounded to this
 // Beyond any device, and small enough that rounding can never overflow size_t.
 constexpr size_t kMaxRequest = size_t(1) << 60;
 
@@ -75,8 +75,7 @@ struct Block {
 struct BlockLess {
   bool operator()(const Block* a, const Block* b) const {
     if (a->pool != b->pool) return a->pool < b->pool;
-    if (a->stream != b->stream)
-      return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+    if (a->stream != b->stream) return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
     if (a->size != b->size) return a->size < b->size;
     return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
   }
@@ -113,8 +112,8 @@ class DeviceCache {
     Block* block = take_free_block(pool, private_pool, stream, size);
     if (block == nullptr) block = new_segment(pool, private_pool, stream, size, nbytes);
     if (should_split(*block, size)) {
-      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, block->small,
-                             block->pool);
+      auto* rest =
+          new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, block->small, block->pool);
       rest->prev = block;
       rest->next = block->next;
       if (block->next != nullptr) block->next->prev = rest;
@@ -404,7 +403,7 @@ class DeviceCache {
   };
   std::unordered_map<uint64_t, PrivatePool> private_pools_;  // live ones
   std::vector<std::pair<uint64_t, cudaStream_t>> captures_;  // running captures: (pool, stream)
-  std::vector<Block*> deferred_;                              // freed during a capture, uses elsewhere
+  std::vector<Block*> deferred_;                             // freed during a capture, uses elsewhere
 };
 
 // One cache per device, created on first use and never destroyed: tensors freed during static
@@ -439,7 +438,8 @@ DataPtr allocate_uncached(size_t nbytes, int device) {
   const int64_t size = static_cast<int64_t>(nbytes);
   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, device), size, ptr);
   return DataPtr{ptr, [device, size](void* p) {
-                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, device), -size, p);
+                   if (profiler::detail::active())
+                     profiler::detail::note_memory(Device(DeviceKind::CUDA, device), -size, p);
                    NoThrowDeviceGuard guard(device);
                    cuda::note_host_sync();  // cudaFree waits for the device
                    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
@@ -469,7 +469,8 @@ DataPtr CachingAllocator::allocate(size_t nbytes, Device device) {
   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), size, block->ptr);
   return DataPtr{block->ptr, [cache, block, index, size](void* ptr) {
                    cache->free(block);
-                   if (profiler::detail::active()) profiler::detail::note_memory(Device(DeviceKind::CUDA, index), -size, ptr);
+                   if (profiler::detail::active())
+                     profiler::detail::note_memory(Device(DeviceKind::CUDA, index), -size, ptr);
                  }};
 }
 

@@ -20,8 +20,8 @@ struct ConvertFn {
 // into integers); float-to-integer conversions of NaN or out-of-range values are undefined in C++
 // and may differ between the devices (the GPU saturates).
 void copy(const Tensor& src, const Tensor& dst) {
-  TG_CHECK(src.device() == dst.device(), "copy: the cuda kernel copies within one device, got ", src.device(),
-           " and ", dst.device());
+  TG_CHECK(src.device() == dst.device(), "copy: the cuda kernel copies within one device, got ", src.device(), " and ",
+           dst.device());
   if (src.numel() == 0) return;
   cuda::DeviceGuard guard(dst.device());  // kernels launch on the current device
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {

@@ -90,8 +90,8 @@ __global__ void cross_entropy_kernel(const T* logits, const int64_t* target, T* 
         report_bad_value(site, t, row);
         losses[row] = convert<T>(std::numeric_limits<C>::quiet_NaN());
       } else {
-        losses[row] = convert<T>(
-            math::cross_entropy_loss<C>(log_total, convert<C>(z[t]) - m, shifted_sum, classes, smoothing));
+        losses[row] =
+            convert<T>(math::cross_entropy_loss<C>(log_total, convert<C>(z[t]) - m, shifted_sum, classes, smoothing));
       }
       loss_sum += convert<C>(losses[row]);
       counted += t != ignore_index;
@@ -205,9 +205,9 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
 
 // Overwrites grad_logits; ignored rows get zeros. grad_losses is [N], possibly a broadcast scalar;
 // count (int64 0-d, may be undefined) divides it.
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
-                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
-                            int64_t ignore_index, double label_smoothing) {
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing) {
   TG_ASSERT(logits.dim() == 2 && logits.is_contiguous() && grad_logits.is_contiguous());
   TG_ASSERT(target.is_contiguous() && target.dtype() == kInt64 && logsumexp.is_contiguous());
   TG_ASSERT(grad_losses.dtype() == logits.dtype());
@@ -222,9 +222,10 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, cons
     using C = Acc<T>;
     TG_LAUNCH_KERNEL(grid_for(n), kBlockThreads, 0, stream, cross_entropy_backward_kernel<T>)
     (static_cast<const T*>(grad_losses.data_ptr()), grad_stride,
-     count.defined() ? static_cast<const int64_t*>(count.data_ptr()) : nullptr, static_cast<const T*>(logits.data_ptr()),
-     static_cast<const int64_t*>(target.data_ptr()), static_cast<const T*>(logsumexp.data_ptr()),
-     static_cast<T*>(grad_logits.data_ptr()), rows, classes, ignore_index, static_cast<C>(label_smoothing));
+     count.defined() ? static_cast<const int64_t*>(count.data_ptr()) : nullptr,
+     static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+     static_cast<const T*>(logsumexp.data_ptr()), static_cast<T*>(grad_logits.data_ptr()), rows, classes, ignore_index,
+     static_cast<C>(label_smoothing));
     TG_CUDA_CHECK_LAUNCH("cross_entropy_backward");
   });
 }

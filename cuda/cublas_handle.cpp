@@ -9,7 +9,6 @@
 // used on, allocated from the device allocator. Stream handles are reused once destroyed, so the
 // list stays short in practice; should a thread cycle through many streams, the workspaces are
 // dropped together after a device synchronisation (the only point where none can be in use).
-#include "cublas_loader.h"
 #include "cublas_handle.h"
 
 #include <mutex>
@@ -17,14 +16,16 @@
 #include <utility>
 #include <vector>
 
+#include "cublas_loader.h"
 #include "cuda_kernels.h"
 #include "launch.h"
 
 namespace tapegrad::cuda_backend {
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* where) {
-  detail::throw_error(detail::str_cat(where, ": cuBLAS call ", call, " failed: ", cublas_api().get_status_string(status),
-                                      " (status ", static_cast<int>(status), ")"));
+  detail::throw_error(detail::str_cat(where, ": cuBLAS call ", call,
+                                      " failed: ", cublas_api().get_status_string(status), " (status ",
+                                      static_cast<int>(status), ")"));
 }
 
 namespace {

@@ -79,6 +79,8 @@ const CublasApi& cublas_api() {
   return api;
 }
 
-bool cublas_loaded() { return g_loaded.load(); }
+bool cublas_loaded() {
+  return g_loaded.load();
+}
 
 }  // namespace tapegrad::cuda_backend

@@ -17,25 +17,25 @@ namespace tapegrad::cuda_backend {
 //
 // X(member, function): the function as the code calls it (cublas_v2.h maps some names to their
 // _v2 symbols; the table resolves what the name expands to).
-#define TG_CUBLAS_FUNCTIONS(X)                                \
-  X(create, cublasCreate)                                     \
-  X(set_stream, cublasSetStream)                              \
-  X(set_workspace, cublasSetWorkspace)                        \
-  X(get_status_string, cublasGetStatusString)                 \
-  X(dgemm, cublasDgemm_64)                                    \
-  X(dgemm_strided_batched, cublasDgemmStridedBatched_64)      \
-  X(gemm_ex, cublasGemmEx_64)                                 \
+#define TG_CUBLAS_FUNCTIONS(X)                           \
+  X(create, cublasCreate)                                \
+  X(set_stream, cublasSetStream)                         \
+  X(set_workspace, cublasSetWorkspace)                   \
+  X(get_status_string, cublasGetStatusString)            \
+  X(dgemm, cublasDgemm_64)                               \
+  X(dgemm_strided_batched, cublasDgemmStridedBatched_64) \
+  X(gemm_ex, cublasGemmEx_64)                            \
   X(gemm_strided_batched_ex, cublasGemmStridedBatchedEx_64)
-#define TG_CUBLASLT_FUNCTIONS(X)                                         \
-  X(lt_create, cublasLtCreate)                                           \
-  X(lt_matmul, cublasLtMatmul)                                           \
-  X(lt_matmul_desc_create, cublasLtMatmulDescCreate)                     \
-  X(lt_matmul_desc_destroy, cublasLtMatmulDescDestroy)                   \
-  X(lt_matmul_desc_set_attribute, cublasLtMatmulDescSetAttribute)        \
-  X(lt_matrix_layout_create, cublasLtMatrixLayoutCreate)                 \
-  X(lt_matrix_layout_destroy, cublasLtMatrixLayoutDestroy)               \
-  X(lt_matmul_preference_create, cublasLtMatmulPreferenceCreate)         \
-  X(lt_matmul_preference_destroy, cublasLtMatmulPreferenceDestroy)       \
+#define TG_CUBLASLT_FUNCTIONS(X)                                              \
+  X(lt_create, cublasLtCreate)                                                \
+  X(lt_matmul, cublasLtMatmul)                                                \
+  X(lt_matmul_desc_create, cublasLtMatmulDescCreate)                          \
+  X(lt_matmul_desc_destroy, cublasLtMatmulDescDestroy)                        \
+  X(lt_matmul_desc_set_attribute, cublasLtMatmulDescSetAttribute)             \
+  X(lt_matrix_layout_create, cublasLtMatrixLayoutCreate)                      \
+  X(lt_matrix_layout_destroy, cublasLtMatrixLayoutDestroy)                    \
+  X(lt_matmul_preference_create, cublasLtMatmulPreferenceCreate)              \
+  X(lt_matmul_preference_destroy, cublasLtMatmulPreferenceDestroy)            \
   X(lt_matmul_preference_set_attribute, cublasLtMatmulPreferenceSetAttribute) \
   X(lt_matmul_algo_get_heuristic, cublasLtMatmulAlgoGetHeuristic)
 

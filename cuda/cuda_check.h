@@ -36,9 +36,9 @@ inline bool is_capture_error(cudaError_t status) {
 
 }  // namespace tapegrad::cuda_backend
 
-#define TG_CUDA_CHECK(call, where)                                                      \
-  do {                                                                                  \
-    cudaError_t status_ = (call);                                                       \
+#define TG_CUDA_CHECK(call, where)                                                                 \
+  do {                                                                                             \
+    cudaError_t status_ = (call);                                                                  \
     if (status_ != cudaSuccess) ::tapegrad::cuda_backend::throw_cuda_error(status_, #call, where); \
   } while (0)
 

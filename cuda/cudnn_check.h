@@ -21,8 +21,8 @@ namespace tapegrad::cuda_backend {
 
 }  // namespace tapegrad::cuda_backend
 
-#define TG_CUDNN_CHECK(call, where)                                                                   \
-  do {                                                                                                \
-    cudnnStatus_t status_ = (call);                                                                   \
+#define TG_CUDNN_CHECK(call, where)                                                                          \
+  do {                                                                                                       \
+    cudnnStatus_t status_ = (call);                                                                          \
     if (status_ != CUDNN_STATUS_SUCCESS) ::tapegrad::cuda_backend::throw_cudnn_error(status_, #call, where); \
   } while (0)

@@ -19,6 +19,8 @@
 // whose true length is zero are fixed up afterwards (their output zeroed, their final state set to
 // the initial state, their gradients routed straight through). That keeps our semantics whether
 // or not cuDNN accepts zero lengths itself.
+#include "backend/cudnn_lstm.h"
+
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -29,7 +31,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cudnn_lstm.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "cudnn_check.h"
@@ -131,11 +132,16 @@ int checked_int(int64_t value, const char* what) {
 
 cudnnDataType_t cudnn_dtype(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return CUDNN_DATA_FLOAT;
-    case DType::Float64: return CUDNN_DATA_DOUBLE;
-    case DType::Float16: return CUDNN_DATA_HALF;
-    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    default: TG_CHECK(false, kOp, ": cuDNN's LSTM runs in float32, float64, float16 or bfloat16, got ", dtype);
+    case DType::Float32:
+      return CUDNN_DATA_FLOAT;
+    case DType::Float64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::Float16:
+      return CUDNN_DATA_HALF;
+    case DType::BFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      TG_CHECK(false, kOp, ": cuDNN's LSTM runs in float32, float64, float16 or bfloat16, got ", dtype);
   }
   return CUDNN_DATA_FLOAT;  // unreachable
 }
@@ -169,8 +175,8 @@ Dims dims_of(const CudnnLstmForwardArgs& args) {
 
 // The lengths cuDNN runs with: at least one step each (Note [zero-length sequences]).
 struct Lengths {
-  std::vector<int32_t> actual;  // what the caller asked for
-  std::vector<int32_t> cudnn;   // max(actual, 1)
+  std::vector<int32_t> actual;   // what the caller asked for
+  std::vector<int32_t> cudnn;    // max(actual, 1)
   std::vector<int> empty_rows;   // b with actual[b] == 0
   std::vector<int> padded_rows;  // b with actual[b] < T
 };
@@ -196,13 +202,12 @@ Lengths lengths_of(const CudnnLstmForwardArgs& args, const Dims& d) {
 
 // This thread's dropout random state on `device`: created and seeded on first use, then restored
 // (cudnnRestoreDropoutDescriptor does not reinitialise it), so successive calls draw fresh masks.
-std::shared_ptr<Storage> thread_dropout_state(cudnnHandle_t handle, int device, cudnnDropoutDescriptor_t desc,
-                                              float p, uint64_t seed) {
+std::shared_ptr<Storage> thread_dropout_state(cudnnHandle_t handle, int device, cudnnDropoutDescriptor_t desc, float p,
+                                              uint64_t seed) {
   thread_local std::unordered_map<int, std::shared_ptr<Storage>> states;
   auto it = states.find(device);
   if (it != states.end()) {
-    TG_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc, handle, p, it->second->data(), it->second->nbytes(), seed),
-                   kOp);
+    TG_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc, handle, p, it->second->data(), it->second->nbytes(), seed), kOp);
     return it->second;
   }
   size_t nbytes = 0;
@@ -221,7 +226,9 @@ struct Descriptors {
 };
 
 // Dropout acts between layers only: one layer never needs the random state.
-bool uses_dropout(const CudnnLstmShape& s) { return s.dropout > 0 && s.num_layers > 1; }
+bool uses_dropout(const CudnnLstmShape& s) {
+  return s.dropout > 0 && s.num_layers > 1;
+}
 
 // Sets every descriptor of a call. `dropout_state` is the state to restore (backward), or null to
 // take this thread's (forward, which returns it through the same pointer).
@@ -235,9 +242,9 @@ void describe(cudnnHandle_t handle, const CudnnLstmForwardArgs& args, const Dims
     const float p = static_cast<float>(s.dropout);
     if (*dropout_state) {
       Storage& state = **dropout_state;
-      TG_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc.dropout.get(), handle, p, state.data(), state.nbytes(),
-                                                   s.dropout_seed),
-                     kOp);
+      TG_CUDNN_CHECK(
+          cudnnRestoreDropoutDescriptor(desc.dropout.get(), handle, p, state.data(), state.nbytes(), s.dropout_seed),
+          kOp);
     } else {
       *dropout_state = thread_dropout_state(handle, device, desc.dropout.get(), p, s.dropout_seed);
     }
@@ -251,13 +258,13 @@ void describe(cudnnHandle_t handle, const CudnnLstmForwardArgs& args, const Dims
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   if (dtype == CUDNN_DATA_FLOAT && !cuda::allow_tf32()) math = CUDNN_FMA_MATH;
   if (half) math = CUDNN_TENSOR_OP_MATH;
-  TG_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(desc.rnn.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
-                                          s.has_bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
-                                          s.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-                                          CUDNN_LINEAR_INPUT, dtype, math_precision, math, d.input_size, d.hidden,
-                                          /*projSize=*/d.hidden, d.layers, desc.dropout.get(),
-                                          CUDNN_RNN_PADDED_IO_ENABLED),
-                 kOp);
+  TG_CUDNN_CHECK(
+      cudnnSetRNNDescriptor_v8(desc.rnn.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM,
+                               s.has_bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
+                               s.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype,
+                               math_precision, math, d.input_size, d.hidden,
+                               /*projSize=*/d.hidden, d.layers, desc.dropout.get(), CUDNN_RNN_PADDED_IO_ENABLED),
+      kOp);
 
   // Padded positions of y are written with this value (it must be host memory of the data type).
   float zero_f = 0.0f;
@@ -319,10 +326,10 @@ std::vector<ParamPlace> weight_layout(cudnnHandle_t handle, const Descriptors& d
     for (int id = 0; id < 2 * kGates; ++id) {
       void* matrix = nullptr;
       void* bias = nullptr;
-      TG_CUDNN_CHECK(cudnnGetRNNWeightParams(handle, desc.rnn.get(), k, space.nbytes(), space.data(), id,
-                                             matrix_desc.get(), &matrix, has_bias ? bias_desc.get() : nullptr,
-                                             has_bias ? &bias : nullptr),
-                     kOp);
+      TG_CUDNN_CHECK(
+          cudnnGetRNNWeightParams(handle, desc.rnn.get(), k, space.nbytes(), space.data(), id, matrix_desc.get(),
+                                  &matrix, has_bias ? bias_desc.get() : nullptr, has_bias ? &bias : nullptr),
+          kOp);
       const bool input_side = id < kGates;
       const int gate = id % kGates;
       ParamPlace& w = input_side ? w_ih : w_hh;
@@ -331,8 +338,8 @@ std::vector<ParamPlace> weight_layout(cudnnHandle_t handle, const Descriptors& d
       w.gate_offset[gate] = static_cast<size_t>(static_cast<const char*>(matrix) - base);
       if (has_bias) {
         ParamPlace& b = input_side ? b_ih : b_hh;
-        TG_ASSERT(bias != nullptr && element_count(bias_desc.get()) * d.elem == b.gate_bytes,
-                  "cuDNN's bias ", id, " of pseudo-layer ", k, " is not the expected [H] block");
+        TG_ASSERT(bias != nullptr && element_count(bias_desc.get()) * d.elem == b.gate_bytes, "cuDNN's bias ", id,
+                  " of pseudo-layer ", k, " is not the expected [H] block");
         b.gate_offset[gate] = static_cast<size_t>(static_cast<const char*>(bias) - base);
       }
     }
@@ -344,7 +351,8 @@ std::vector<ParamPlace> weight_layout(cudnnHandle_t handle, const Descriptors& d
     }
   }
   for (const ParamPlace& p : places)
-    for (size_t offset : p.gate_offset) TG_ASSERT(offset + p.gate_bytes <= space.nbytes(), "weight block outside the space");
+    for (size_t offset : p.gate_offset)
+      TG_ASSERT(offset + p.gate_bytes <= space.nbytes(), "weight block outside the space");
   return places;
 }
 
@@ -420,8 +428,12 @@ std::shared_ptr<Storage> copy_of(const Tensor& t, int device, cudaStream_t strea
   return copy;
 }
 
-const void* maybe_data(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-void* maybe_mutable_data(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+const void* maybe_data(const Tensor& t) {
+  return t.defined() ? t.data_ptr() : nullptr;
+}
+void* maybe_mutable_data(const Tensor& t) {
+  return t.defined() ? t.data_ptr() : nullptr;
+}
 
 // --- Forward ---------------------------------------------------------------------------------------
 
@@ -460,8 +472,8 @@ void lstm_forward(const CudnnLstmForwardArgs& args, CudnnLstmContext* context) {
 
   const cudnnForwardMode_t mode = args.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   size_t workspace_bytes = 0, reserve_bytes = 0;
-  TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, desc.rnn.get(), mode, desc.x.get(), &workspace_bytes, &reserve_bytes),
-                 kOp);
+  TG_CUDNN_CHECK(
+      cudnnGetRNNTempSpaceSizes(handle, desc.rnn.get(), mode, desc.x.get(), &workspace_bytes, &reserve_bytes), kOp);
   std::shared_ptr<Storage> workspace = device_buffer(workspace_bytes, device);
   std::shared_ptr<Storage> reserve = args.training ? device_buffer(reserve_bytes, device) : nullptr;
 
@@ -476,8 +488,8 @@ void lstm_forward(const CudnnLstmForwardArgs& args, CudnnLstmContext* context) {
   // cuDNN fills the padded steps of y with zeros (paddingFill); the one step it ran for an empty
   // sequence is ours to clear.
   if (!lengths.empty_rows.empty()) {
-    zero_padded_steps(args.y.data_ptr(), args.shape.batch_first, d, d.output_size(), lengths.actual,
-                      lengths.empty_rows, stream);
+    zero_padded_steps(args.y.data_ptr(), args.shape.batch_first, d, d.output_size(), lengths.actual, lengths.empty_rows,
+                      stream);
     copy_state_rows(args.hy.data_ptr(), maybe_data(args.hx), d, lengths.empty_rows, stream);
     copy_state_rows(args.cy.data_ptr(), maybe_data(args.cx), d, lengths.empty_rows, stream);
   }
@@ -510,7 +522,8 @@ void lstm_backward(const CudnnLstmBackwardArgs& args) {
   TG_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle, desc.rnn.get(), CUDNN_FWD_MODE_TRAINING, desc.x.get(),
                                            &workspace_bytes, &reserve_bytes),
                  kOp);
-  TG_ASSERT(reserve_bytes == ctx.reserve_space->nbytes(), "the reserve space changed size between forward and backward");
+  TG_ASSERT(reserve_bytes == ctx.reserve_space->nbytes(),
+            "the reserve space changed size between forward and backward");
   std::shared_ptr<Storage> workspace = device_buffer(workspace_bytes, device);
   const auto* device_lengths = static_cast<const int32_t*>(ctx.device_lengths->data());
 
@@ -533,13 +546,13 @@ void lstm_backward(const CudnnLstmBackwardArgs& args) {
   }
 
   cuda::note_launch();
-  TG_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, desc.rnn.get(), device_lengths, desc.y.get(), fwd.y.data_ptr(), dy,
-                                         desc.x.get(), args.dx.data_ptr(), desc.state.get(), maybe_data(fwd.hx), dhy,
-                                         maybe_mutable_data(args.dhx), desc.state.get(), maybe_data(fwd.cx), dcy,
-                                         maybe_mutable_data(args.dcx), ctx.weight_space->nbytes(),
-                                         ctx.weight_space->data(), workspace_bytes, workspace->data(), reserve_bytes,
-                                         ctx.reserve_space->data()),
-                 kOp);
+  TG_CUDNN_CHECK(
+      cudnnRNNBackwardData_v8(handle, desc.rnn.get(), device_lengths, desc.y.get(), fwd.y.data_ptr(), dy, desc.x.get(),
+                              args.dx.data_ptr(), desc.state.get(), maybe_data(fwd.hx), dhy,
+                              maybe_mutable_data(args.dhx), desc.state.get(), maybe_data(fwd.cx), dcy,
+                              maybe_mutable_data(args.dcx), ctx.weight_space->nbytes(), ctx.weight_space->data(),
+                              workspace_bytes, workspace->data(), reserve_bytes, ctx.reserve_space->data()),
+      kOp);
 
   // Whether cuDNN writes dx at padded steps is not documented; they get zero gradient here.
   zero_padded_steps(args.dx.data_ptr(), fwd.shape.batch_first, d, d.input_size, lengths.actual, lengths.padded_rows,

@@ -24,9 +24,13 @@ int device_count() {
   return count;
 }
 
-bool is_available() { return device_count() > 0; }
+bool is_available() {
+  return device_count() > 0;
+}
 
-int current_device() { return cuda_backend::resolve_device(-1, "cuda::current_device"); }
+int current_device() {
+  return cuda_backend::resolve_device(-1, "cuda::current_device");
+}
 
 void set_device(int device) {
   TG_CHECK(device >= 0, "cuda::set_device: invalid device index ", device);

@@ -25,9 +25,14 @@ using Acc = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __
 template <class F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float32: f(TypeTag<float>{}); return;
-    case DType::Float64: f(TypeTag<double>{}); return;
-    default: TG_CHECK(false, op, ": the cuda backend computes this op in float32/float64, got ", dtype);
+    case DType::Float32:
+      f(TypeTag<float>{});
+      return;
+    case DType::Float64:
+      f(TypeTag<double>{});
+      return;
+    default:
+      TG_CHECK(false, op, ": the cuda backend computes this op in float32/float64, got ", dtype);
   }
 }
 
@@ -35,18 +40,28 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
 template <class F>
 void dispatch_floating_and_half(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float16: f(TypeTag<__half>{}); return;
-    case DType::BFloat16: f(TypeTag<__nv_bfloat16>{}); return;
-    default: dispatch_floating(dtype, op, f);
+    case DType::Float16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::BFloat16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    default:
+      dispatch_floating(dtype, op, f);
   }
 }
 
 template <class F>
 void dispatch_numeric(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Int32: f(TypeTag<int32_t>{}); return;
-    case DType::Int64: f(TypeTag<int64_t>{}); return;
-    default: dispatch_floating_and_half(dtype, op, f);
+    case DType::Int32:
+      f(TypeTag<int32_t>{});
+      return;
+    case DType::Int64:
+      f(TypeTag<int64_t>{});
+      return;
+    default:
+      dispatch_floating_and_half(dtype, op, f);
   }
 }
 

@@ -32,7 +32,9 @@ void note_capture_failure(const char* where, const char* call, cudaError_t statu
 
 // Called once per graph replay: the per-step counters see a replay as one launch (the kernels it
 // runs were counted when they were captured).
-void note_graph_launch() { cuda::note_launch(); }
+void note_graph_launch() {
+  cuda::note_launch();
+}
 
 }  // namespace tapegrad::cuda_backend
 
@@ -123,7 +125,8 @@ void Graph::capture_end() {
   cudaGraph_t graph = nullptr;
   const cudaError_t status = cudaStreamEndCapture(s.stream, &graph);
   const std::string cuda_says =
-      status == cudaSuccess ? "" : tapegrad::detail::str_cat(cudaGetErrorName(status), ": ", cudaGetErrorString(status));
+      status == cudaSuccess ? ""
+                            : tapegrad::detail::str_cat(cudaGetErrorName(status), ": ", cudaGetErrorString(status));
   (void)cudaGetLastError();
   const std::string failure = cuda_backend::tls_capture_failure;
   s.capturing = false;
@@ -137,8 +140,8 @@ void Graph::capture_end() {
     allocator.release_pool(s.device, s.pool);
     s.pool = 0;
     TG_CHECK(false, "cuda::Graph::capture_end: the capture failed",
-             failure.empty() ? std::string() : tapegrad::detail::str_cat(": ", failure, " could not be captured"), " (CUDA: ",
-             cuda_says,
+             failure.empty() ? std::string() : tapegrad::detail::str_cat(": ", failure, " could not be captured"),
+             " (CUDA: ", cuda_says,
              "). Nothing in a captured region may wait for the GPU (item(), copies to the host or from pageable "
              "memory, synchronize()); see docs/cuda_graphs.md");
   }
@@ -195,9 +198,15 @@ void Graph::reset() {
   if (pool != 0) cuda_backend::caching_allocator().release_pool(s.device, pool);
 }
 
-bool Graph::is_capturing() const { return state_->capturing; }
-bool Graph::has_graph() const { return state_->exec != nullptr; }
-MempoolId Graph::pool() const { return state_->pool; }
+bool Graph::is_capturing() const {
+  return state_->capturing;
+}
+bool Graph::has_graph() const {
+  return state_->exec != nullptr;
+}
+MempoolId Graph::pool() const {
+  return state_->pool;
+}
 
 Stream Graph::capture_stream() const {
   detail::GraphState& s = *state_;
@@ -221,7 +230,8 @@ GraphCapture::~GraphCapture() noexcept(false) {
 bool is_current_stream_capturing() {
   if (!is_available()) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(cuda_backend::current_stream(cuda_backend::current_device_index()), &status) != cudaSuccess) {
+  if (cudaStreamIsCapturing(cuda_backend::current_stream(cuda_backend::current_device_index()), &status) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }

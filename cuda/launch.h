@@ -35,7 +35,7 @@
 #endif
 // The launch's dynamic shared memory as a `type*` (one extern array per translation unit).
 #ifndef TG_DYNAMIC_SHARED
-#define TG_DYNAMIC_SHARED(type, name)                               \
+#define TG_DYNAMIC_SHARED(type, name)                                 \
   extern __shared__ __align__(16) unsigned char tg_dynamic_shared_[]; \
   type* name = reinterpret_cast<type*>(tg_dynamic_shared_)
 #endif
@@ -65,7 +65,8 @@ inline int grid_for(int64_t n, int threads = kBlockThreads) {
 // Counted like TG_LAUNCH_KERNEL; the parentheses keep the launcher one postfix expression.
 #undef TG_LAUNCH_COOPERATIVE_KERNEL
 #define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
-  (::tapegrad::cuda::note_launch(), TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, __VA_ARGS__))
+  (::tapegrad::cuda::note_launch(),                                                  \
+   TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, __VA_ARGS__))
 #else
 namespace tapegrad::cuda_backend {
 template <class Kernel>
@@ -90,8 +91,9 @@ class CooperativeLaunch<void (*)(Params...)> {
   cudaStream_t stream_;
 };
 }  // namespace tapegrad::cuda_backend
-#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...) \
-  ::tapegrad::cuda_backend::CooperativeLaunch<decltype(&__VA_ARGS__)>(&__VA_ARGS__, grid, block, dynamic_shared_bytes, stream)
+#define TG_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)                                   \
+  ::tapegrad::cuda_backend::CooperativeLaunch<decltype(&__VA_ARGS__)>(&__VA_ARGS__, grid, block, dynamic_shared_bytes, \
+                                                                      stream)
 #endif
 
 // for (i in [0, n)) with a grid-stride loop; i is int64_t.

@@ -65,11 +65,11 @@ __device__ __forceinline__ A warp_sum(A v) {
 // (T, or __nv_bfloat16 for bf16 products, summed in float).
 template <class T>
 struct ForwardArgs {
-  const T* w_hh;    // [4H, H]
+  const T* w_hh;         // [4H, H]
   const T *b_ih, *b_hh;  // [4H] each, or null
-  const T *h0, *c0; // [B, H]
-  T* gates;         // [T, B, 4H]: the input projections in, the activations out
-  T *h_all, *c_all; // [T, B, H]
+  const T *h0, *c0;      // [B, H]
+  T* gates;              // [T, B, 4H]: the input projections in, the activations out
+  T *h_all, *c_all;      // [T, B, H]
   const int64_t* lengths;
   int64_t steps, batch, hidden, units;
   bool reverse;
@@ -158,8 +158,8 @@ struct BackwardArgs {
   int64_t gs0, gs1, gs2;
   const T *grad_h_n, *grad_c_n;  // [B, H] with strides (hs0, hs1), (cs0, cs1); null: zeros
   int64_t hs0, hs1, cs0, cs1;
-  T *dh, *dc;      // [B, H]: start as grad_h_n, grad_c_n, end as the gradients of h0, c0
-  T* dgates;       // [T, B, 4H]
+  T *dh, *dc;                // [B, H]: start as grad_h_n, grad_c_n, end as the gradients of h0, c0
+  T* dgates;                 // [T, B, 4H]
   T *grad_b_ih, *grad_b_hh;  // [4H] each, or null
   const int64_t* lengths;
   int64_t steps, batch, hidden, units;
@@ -217,8 +217,7 @@ __global__ void __launch_bounds__(kPersistentThreads, 1) lstm_persistent_backwar
       const T* a = a_t + b * width + j;
       A dc = convert<A>(p.dc[at]), dzi, dzf, dzg, dzo;
       math::lstm_cell_backward<A>(convert<A>(a[0]), convert<A>(a[H]), convert<A>(a[2 * H]), convert<A>(a[3 * H]),
-                                  convert<A>(c_prev[at]), convert<A>(c_new[at]), dh_total, &dc, &dzi, &dzf, &dzg,
-                                  &dzo);
+                                  convert<A>(c_prev[at]), convert<A>(c_new[at]), dh_total, &dc, &dzi, &dzf, &dzg, &dzo);
       dz[0] = convert<T>(dzi);
       dz[H] = convert<T>(dzf);
       dz[2 * H] = convert<T>(dzg);
@@ -401,7 +400,8 @@ PersistentGrid plan_persistent(Kernel kernel, int64_t hidden, const SharedBytes&
 // Whether the persistent kernels run these types: float or double tensors, products in their own
 // type or bf16 for float.
 bool persistent_types(DType dtype, DType products) {
-  return (dtype == kFloat32 || dtype == kFloat64) && (products == dtype || (products == kBFloat16 && dtype == kFloat32));
+  return (dtype == kFloat32 || dtype == kFloat64) &&
+         (products == dtype || (products == kBFloat16 && dtype == kFloat32));
 }
 
 template <class T, class W>
@@ -578,8 +578,8 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
       TG_LAUNCH_KERNEL(grid_for(batch * hidden), kBlockThreads, 0, current_stream(), lstm_step_backward_kernel<T>)
       (static_cast<const T*>(gates.select(0, t).data_ptr()), static_cast<const T*>(c_prev.data_ptr()),
        static_cast<const T*>(c_all.select(0, t).data_ptr()), g != nullptr ? g + t * gs0 : nullptr, gs1, gs2, last,
-       s == steps - 1, static_cast<T*>(dh.data_ptr()),
-       static_cast<T*>(dc.data_ptr()), static_cast<T*>(dz.data_ptr()), lengths_ptr(lengths), t, batch, hidden);
+       s == steps - 1, static_cast<T*>(dh.data_ptr()), static_cast<T*>(dc.data_ptr()), static_cast<T*>(dz.data_ptr()),
+       lengths_ptr(lengths), t, batch, hidden);
       TG_CUDA_CHECK_LAUNCH(op);
       gemm_products(dz, w_hh, dh, 1.0, products);  // dh_{t-1} += dgates[t] W_hh
     }

@@ -20,7 +20,9 @@
 
 namespace tapegrad::cuda_backend {
 
-Allocator& device_allocator() { return caching_allocator(); }
+Allocator& device_allocator() {
+  return caching_allocator();
+}
 
 namespace {
 
@@ -28,8 +30,8 @@ namespace {
 constexpr size_t kMaxStagedBytes = size_t(64) << 20;
 
 void check_copy(const char* op, const Tensor& src, const Tensor& dst) {
-  TG_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
-           op, ": expected contiguous tensors of one dtype and size, got ", src.dtype(), " ", shape_str(src.sizes()),
+  TG_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(), op,
+           ": expected contiguous tensors of one dtype and size, got ", src.dtype(), " ", shape_str(src.sizes()),
            " and ", dst.dtype(), " ", shape_str(dst.sizes()));
 }
 
@@ -98,13 +100,27 @@ void register_memory(backend::KernelTable& table) {
 
 namespace tapegrad::cuda {
 
-MemoryStats memory_stats(int device) { return cuda_backend::caching_allocator().stats(device); }
-size_t memory_allocated(int device) { return memory_stats(device).allocated_bytes; }
-size_t memory_reserved(int device) { return memory_stats(device).reserved_bytes; }
-size_t max_memory_allocated(int device) { return memory_stats(device).peak_allocated_bytes; }
-void reset_peak_memory_stats(int device) { cuda_backend::caching_allocator().reset_peak_stats(device); }
-void empty_cache() { cuda_backend::caching_allocator().empty_cache(); }
-bool caching_allocator_enabled() { return cuda_backend::CachingAllocator::enabled(); }
+MemoryStats memory_stats(int device) {
+  return cuda_backend::caching_allocator().stats(device);
+}
+size_t memory_allocated(int device) {
+  return memory_stats(device).allocated_bytes;
+}
+size_t memory_reserved(int device) {
+  return memory_stats(device).reserved_bytes;
+}
+size_t max_memory_allocated(int device) {
+  return memory_stats(device).peak_allocated_bytes;
+}
+void reset_peak_memory_stats(int device) {
+  cuda_backend::caching_allocator().reset_peak_stats(device);
+}
+void empty_cache() {
+  cuda_backend::caching_allocator().empty_cache();
+}
+bool caching_allocator_enabled() {
+  return cuda_backend::CachingAllocator::enabled();
+}
 
 void record_stream(const Tensor& tensor, const Stream& stream) {
   TG_CHECK(tensor.defined(), "cuda::record_stream: undefined tensor");
@@ -115,14 +131,20 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
                                                   static_cast<cudaStream_t>(stream.handle()));
 }
 
-HostMemoryStats host_memory_stats() { return cuda_backend::pinned_host_allocator().stats(); }
-void empty_host_cache() { cuda_backend::pinned_host_allocator().empty_cache(); }
+HostMemoryStats host_memory_stats() {
+  return cuda_backend::pinned_host_allocator().stats();
+}
+void empty_host_cache() {
+  cuda_backend::pinned_host_allocator().empty_cache();
+}
 
 Allocator& host_allocator() {
   TG_CHECK(is_available(), "pinned host memory needs a CUDA device, and none is available (device_count() == 0)");
   return cuda_backend::pinned_host_allocator();
 }
 
-bool is_pinned(const void* ptr) { return cuda_backend::pinned_host_allocator().contains(ptr, 0); }
+bool is_pinned(const void* ptr) {
+  return cuda_backend::pinned_host_allocator().contains(ptr, 0);
+}
 
 }  // namespace tapegrad::cuda

@@ -8,8 +8,12 @@
 namespace tapegrad::profiler::detail {
 
 #ifdef TG_HAVE_NVTX
-void nvtx_push(const char* name) { nvtxRangePushA(name); }
-void nvtx_pop() { nvtxRangePop(); }
+void nvtx_push(const char* name) {
+  nvtxRangePushA(name);
+}
+void nvtx_pop() {
+  nvtxRangePop();
+}
 #else
 void nvtx_push(const char*) {}
 void nvtx_pop() {}

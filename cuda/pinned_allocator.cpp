@@ -134,9 +134,9 @@ class HostCache {
     }
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      detail::throw_error(detail::str_cat("pin_memory: cannot allocate ", nbytes, " bytes (",
-                                          format_bytes(nbytes), ") of pinned host memory: cudaHostAlloc failed: ",
-                                          cudaGetErrorName(status), " (", cudaGetErrorString(status), ")"));
+      detail::throw_error(detail::str_cat("pin_memory: cannot allocate ", nbytes, " bytes (", format_bytes(nbytes),
+                                          ") of pinned host memory: cudaHostAlloc failed: ", cudaGetErrorName(status),
+                                          " (", cudaGetErrorString(status), ")"));
     }
     auto* block = new HostBlock(ptr, size);
     blocks_[reinterpret_cast<uintptr_t>(ptr)] = block;
@@ -221,8 +221,8 @@ class HostCache {
   }
 
   std::mutex mutex_;
-  std::map<uintptr_t, HostBlock*> blocks_;                      // every block, by address
-  std::unordered_map<size_t, std::vector<HostBlock*>> free_;   // reusable blocks by size class
+  std::map<uintptr_t, HostBlock*> blocks_;                    // every block, by address
+  std::unordered_map<size_t, std::vector<HostBlock*>> free_;  // reusable blocks by size class
   std::vector<PendingEvent> pending_;
   std::unordered_map<int, std::vector<cudaEvent_t>> spare_events_;  // by device
   cuda::HostMemoryStats stats_;
@@ -245,15 +245,21 @@ DataPtr PinnedHostAllocator::allocate(size_t nbytes, Device device) {
   return DataPtr{block->ptr, [cache, block](void*) { cache->free(block); }};
 }
 
-bool PinnedHostAllocator::contains(const void* ptr, size_t nbytes) { return host_cache().contains(ptr, nbytes); }
+bool PinnedHostAllocator::contains(const void* ptr, size_t nbytes) {
+  return host_cache().contains(ptr, nbytes);
+}
 
 bool PinnedHostAllocator::record_use(const void* ptr, size_t nbytes, cudaStream_t stream, int device) {
   return host_cache().record_use(ptr, nbytes, stream, device);
 }
 
-cuda::HostMemoryStats PinnedHostAllocator::stats() { return host_cache().stats(); }
+cuda::HostMemoryStats PinnedHostAllocator::stats() {
+  return host_cache().stats();
+}
 
-void PinnedHostAllocator::empty_cache() { host_cache().empty_cache(); }
+void PinnedHostAllocator::empty_cache() {
+  host_cache().empty_cache();
+}
 
 PinnedHostAllocator& pinned_host_allocator() {
   static auto* allocator = new PinnedHostAllocator();

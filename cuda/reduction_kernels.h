@@ -28,9 +28,9 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
 // cross_entropy.cu
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
                    const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing);
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
-                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
-                            int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing);
 
 // indexing.cu
 void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck check);

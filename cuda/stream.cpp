@@ -129,7 +129,9 @@ Stream current_stream(int device) {
   return Stream::default_stream(index);
 }
 
-Stream default_stream(int device) { return Stream::default_stream(device); }
+Stream default_stream(int device) {
+  return Stream::default_stream(device);
+}
 
 void set_current_stream(const Stream& stream) {
   cuda_backend::resolve_device(stream.device(), "cuda::set_current_stream");
@@ -152,9 +154,13 @@ StreamGuard::~StreamGuard() {
   if (cudaGetDevice(&device) == cudaSuccess && device != original_device_) (void)cudaSetDevice(original_device_);
 }
 
-Event::Event(bool enable_timing) : state_(std::make_shared<detail::EventState>()) { state_->timing = enable_timing; }
+Event::Event(bool enable_timing) : state_(std::make_shared<detail::EventState>()) {
+  state_->timing = enable_timing;
+}
 
-void Event::record() { record(current_stream()); }
+void Event::record() {
+  record(current_stream());
+}
 
 void Event::record(const Stream& stream) {
   DeviceGuard guard(stream.device());
@@ -183,8 +189,7 @@ bool Event::query() const {
 }
 
 float Event::elapsed_ms(const Event& end) const {
-  TG_CHECK(state_->timing && end.state_->timing,
-           "cuda::Event::elapsed_ms: both events need enable_timing = true");
+  TG_CHECK(state_->timing && end.state_->timing, "cuda::Event::elapsed_ms: both events need enable_timing = true");
   TG_CHECK(is_recorded() && end.is_recorded(), "cuda::Event::elapsed_ms: both events must have been recorded");
   end.synchronize();
   float ms = 0.0f;
@@ -192,9 +197,15 @@ float Event::elapsed_ms(const Event& end) const {
   return ms;
 }
 
-bool Event::is_recorded() const { return state_->event != nullptr; }
-bool Event::enable_timing() const { return state_->timing; }
-void* Event::handle() const { return state_->event; }
+bool Event::is_recorded() const {
+  return state_->event != nullptr;
+}
+bool Event::enable_timing() const {
+  return state_->timing;
+}
+void* Event::handle() const {
+  return state_->event;
+}
 
 }  // namespace tapegrad::cuda
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <string>
 
-#include "char_lstm_model.h"
 #include "amp_cli.h"
+#include "char_lstm_model.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -26,36 +26,32 @@ namespace {
 
 void add_options(cxxopts::Options& cli) {
   auto text = [](const char* value) { return cxxopts::value<std::string>()->default_value(value); };
-  cli.add_options()
-      ("data", "text files or folders; records are separated by lines holding only '%'", text("/usr/share/games/fortunes"))
-      ("valid-fraction", "share of the records held out for validation, in [0, 1)", text("0.05"))
-      ("limit-records", "use only the first N records of each split (0: all)", text("0"))
-      ("epochs", "training epochs (>= 1)", text("10"))
-      ("max-minutes", "stop cleanly (validate, checkpoint) after this much training time (0: no limit)", text("0"))
-      ("batch-size", "records per batch (>= 1)", text("32"))
-      ("bptt", "truncated-BPTT chunk length in characters (>= 1)", text("128"))
-      ("bucketing", "on: batches of records of similar length; off: random batches", text("on"))
-      ("batches-per-bucket", "bucket size in batches when bucketing (>= 1)", text("8"))
-      ("embedding", "embedding size", text("64"))
-      ("hidden", "LSTM hidden size", text("256"))
-      ("layers", "LSTM layers", text("2"))
-      ("dropout", "dropout between LSTM layers, in [0, 1)", text("0"))
-      ("lr", "Adam's peak learning rate (> 0)", text("2e-3"))
-      ("min-lr", "the cosine schedule's final learning rate, in [0, lr]", text("1e-4"))
-      ("schedule", "cosine (linear warm-up, then cosine decay over all epochs) or constant", text("cosine"))
-      ("warmup", "warm-up batches of the cosine schedule", text("200"))
-      ("weight-decay", "Adam's L2 penalty on the weight matrices (not biases or the embedding)", text("0"))
-      ("clip", "clip the gradients' total norm to this (0: no clipping)", text("1"))
-      ("eval-every", "also validate every N batches (0: only after each epoch)", text("0"))
-      ("seed", "random seed (initialisation, split, batches, dropout, sampling)", text("0"))
-      ("device", "cpu, cuda, cuda:N or auto", text("auto"))
-      ("threads", "CPU threads (0: OpenMP's default)", text("0"))
-      ("checkpoint", "save a safetensors checkpoint here after each epoch and when stopping", text(""))
-      ("resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))
-      ("sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training", text("0"))
-      ("temperature", "sampling temperature (> 0)", text("0.8"))
-      ("prime", "text the generated characters continue", text(""))
-      ("h,help", "this help");
+  cli.add_options()("data", "text files or folders; records are separated by lines holding only '%'",
+                    text("/usr/share/games/fortunes"))(
+      "valid-fraction", "share of the records held out for validation, in [0, 1)", text("0.05"))(
+      "limit-records", "use only the first N records of each split (0: all)", text("0"))(
+      "epochs", "training epochs (>= 1)", text("10"))(
+      "max-minutes", "stop cleanly (validate, checkpoint) after this much training time (0: no limit)", text("0"))(
+      "batch-size", "records per batch (>= 1)", text("32"))("bptt", "truncated-BPTT chunk length in characters (>= 1)",
+                                                            text("128"))(
+      "bucketing", "on: batches of records of similar length; off: random batches", text("on"))(
+      "batches-per-bucket", "bucket size in batches when bucketing (>= 1)", text("8"))(
+      "embedding", "embedding size", text("64"))("hidden", "LSTM hidden size", text("256"))(
+      "layers", "LSTM layers", text("2"))("dropout", "dropout between LSTM layers, in [0, 1)", text("0"))(
+      "lr", "Adam's peak learning rate (> 0)", text("2e-3"))(
+      "min-lr", "the cosine schedule's final learning rate, in [0, lr]", text("1e-4"))(
+      "schedule", "cosine (linear warm-up, then cosine decay over all epochs) or constant", text("cosine"))(
+      "warmup", "warm-up batches of the cosine schedule", text("200"))(
+      "weight-decay", "Adam's L2 penalty on the weight matrices (not biases or the embedding)", text("0"))(
+      "clip", "clip the gradients' total norm to this (0: no clipping)", text("1"))(
+      "eval-every", "also validate every N batches (0: only after each epoch)", text("0"))(
+      "seed", "random seed (initialisation, split, batches, dropout, sampling)", text("0"))(
+      "device", "cpu, cuda, cuda:N or auto", text("auto"))("threads", "CPU threads (0: OpenMP's default)", text("0"))(
+      "checkpoint", "save a safetensors checkpoint here after each epoch and when stopping", text(""))(
+      "resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))(
+      "sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training",
+      text("0"))("temperature", "sampling temperature (> 0)", text("0.8"))(
+      "prime", "text the generated characters continue", text(""))("h,help", "this help");
   examples::add_metrics_options(cli);
   examples::add_distributed_options(cli);
   examples::add_amp_options(cli);
@@ -130,7 +126,8 @@ Options read_options(const cxxopts::ParseResult& args) {
     throw UsageError("--metrics, --metrics-csv and --tensorboard only apply to training, not --sample");
   if (o.sample > 0 && o.resume.empty()) throw UsageError("--sample needs a model: pass --resume CHECKPOINT");
   if (o.sample == 0 && (args.count("prime") || args.count("temperature")))
-    throw UsageError(std::string("--") + (args.count("prime") ? "prime" : "temperature") + " only applies with --sample");
+    throw UsageError(std::string("--") + (args.count("prime") ? "prime" : "temperature") +
+                     " only applies with --sample");
   return o;
 }
 
@@ -192,9 +189,12 @@ Checkpoint read_checkpoint(const std::string& path) {
   }();
   Checkpoint ck{metadata, {}, {}, vocab, {}, {}};
   for (auto& [name, t] : tensors) {
-    if (name.rfind("model.", 0) == 0) ck.model.emplace_back(name.substr(6), t);
-    else if (name.rfind("optim.", 0) == 0) ck.optim.emplace_back(name.substr(6), t);
-    else if (name.rfind("vocab.", 0) != 0) throw Error("--resume: " + path + " has an unexpected tensor '" + name + "'");
+    if (name.rfind("model.", 0) == 0)
+      ck.model.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0)
+      ck.optim.emplace_back(name.substr(6), t);
+    else if (name.rfind("vocab.", 0) != 0)
+      throw Error("--resume: " + path + " has an unexpected tensor '" + name + "'");
   }
   ck.position.epoch = metadata_int(metadata, path, "epoch", 1, 1'000'000);
   ck.position.batches_done = metadata_int(metadata, path, "batches_done", 0, std::numeric_limits<int64_t>::max());
@@ -505,9 +505,9 @@ int train(const Options& flags, Device device, const examples::DistributedRun& r
   const std::string digest = data_digest(train_set, valid_set);
   if (ck) {
     if (ck->vocab.symbols() != corpus.vocab().symbols() || ck->vocab.level() != corpus.vocab().level())
-      throw Error("--resume: " + o.resume + " was trained with another vocabulary (" + std::to_string(ck->vocab.size()) +
-                  " ids) than --data gives (" + std::to_string(corpus.vocab().size()) +
-                  " ids); use the same --data, --valid-fraction and --seed");
+      throw Error("--resume: " + o.resume + " was trained with another vocabulary (" +
+                  std::to_string(ck->vocab.size()) + " ids) than --data gives (" +
+                  std::to_string(corpus.vocab().size()) + " ids); use the same --data, --valid-fraction and --seed");
     // The architecture comes from the checkpoint; a flag given anyway must agree with it.
     auto take = [&](const char* flag, bool given, int64_t& mine, int64_t saved) {
       if (given && mine != saved)
@@ -634,7 +634,8 @@ int train(const Options& flags, Device device, const examples::DistributedRun& r
     progress.finish();
     const double valid = evaluate_all_ranks(model, valid_set, eval_batch, o.bptt, device, run);
     const examples::TrainTotals all = all_ranks(totals, run);
-    std::printf("epoch %2" PRId64 "%s  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s  padding %.1f%%  "
+    std::printf("epoch %2" PRId64
+                "%s  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s  padding %.1f%%  "
                 "lr %.2e  %.0f s\n",
                 epoch, out_of_time ? " (partial)" : "", all.mean_loss(), valid, examples::bits(valid),
                 double(all.targets) / std::max(seconds, 1e-9), 100 * all.padding.padding_share(),
@@ -670,7 +671,8 @@ int main(int argc, char** argv) {
     const Options options = read_options(*parsed);
     std::vector<examples::PathFlag> outputs = examples::logging_outputs(*parsed);
     outputs.push_back({"checkpoint", options.checkpoint});
-    examples::check_output_paths({{"data", options.data}, {"resume", options.resume}}, outputs, {{"checkpoint", "resume"}});
+    examples::check_output_paths({{"data", options.data}, {"resume", options.resume}}, outputs,
+                                 {{"checkpoint", "resume"}});
     examples::ProfileSession profile(*parsed);
     const examples::DistributedRun run(*parsed);
     const Device device = run.pick_device((*parsed)["device"].as<std::string>());

@@ -28,14 +28,16 @@ class CharModel : public tapegrad::nn::Module {
   explicit CharModel(const CharModelConfig& config) : config_(config) {
     using namespace tapegrad;
     // The pad row stays zero and gets no gradient, although padded steps never reach the loss.
-    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(config.vocab, config.embedding, Vocab::kPadId));
-    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(config.embedding, config.hidden,
-                                                               nn::LSTMOptions().num_layers(config.layers).dropout(config.dropout)));
+    embedding_ =
+        register_module("embedding", std::make_shared<nn::Embedding>(config.vocab, config.embedding, Vocab::kPadId));
+    lstm_ = register_module(
+        "lstm", std::make_shared<nn::LSTM>(config.embedding, config.hidden,
+                                           nn::LSTMOptions().num_layers(config.layers).dropout(config.dropout)));
     head_ = register_module("head", std::make_shared<nn::Linear>(config.hidden, config.vocab));
   }
 
   struct Output {
-    tapegrad::Tensor logits;  // [T, B, V]
+    tapegrad::Tensor logits;    // [T, B, V]
     tapegrad::Tensor h_n, c_n;  // [layers, B, H]: the state after each row's last real step
   };
   // input int64 [T, B] on the model's device; h0/c0 [layers, B, H] or undefined (zeros); lengths
@@ -120,8 +122,8 @@ inline void backward_clip_step(const tapegrad::Tensor& loss, tapegrad::optim::Op
 
 // One optimiser step per chunk (backward_clip_step). Throws tapegrad::Error when the loss stops
 // being finite.
-inline void train_batch(CharModel& model, tapegrad::optim::Optimizer& opt, const tapegrad::Example& batch,
-                        int64_t bptt, double max_norm, tapegrad::Device device, TrainTotals& totals,
+inline void train_batch(CharModel& model, tapegrad::optim::Optimizer& opt, const tapegrad::Example& batch, int64_t bptt,
+                        double max_norm, tapegrad::Device device, TrainTotals& totals,
                         tapegrad::amp::GradScaler* scaler = nullptr) {
   using namespace tapegrad;
   totals.padding += padding_stats(batch);
@@ -160,7 +162,9 @@ inline double evaluate_nats(CharModel& model, const tapegrad::TextDataset& data,
   return targets > 0 ? loss_sum / double(targets) : 0.0;
 }
 
-inline double bits(double nats) { return nats / std::log(2.0); }
+inline double bits(double nats) {
+  return nats / std::log(2.0);
+}
 
 // Up to `count` characters following bos + prime: the most likely one each step (temperature 0)
 // or a draw from softmax(logits / temperature), using `generator`. pad, unk and bos are never
@@ -189,7 +193,8 @@ inline std::string generate(CharModel& model, const tapegrad::Vocab& vocab, cons
     if (temperature > 0) {
       std::vector<double> weights(size_t(size), 0.0);
       double total = 0;
-      for (int64_t id = Vocab::kEosId; id < size; ++id) total += weights[size_t(id)] = std::exp((logits[id] - best) / temperature);
+      for (int64_t id = Vocab::kEosId; id < size; ++id)
+        total += weights[size_t(id)] = std::exp((logits[id] - best) / temperature);
       double u = rand({1}, kFloat64, &generator).item() * total;
       for (next = Vocab::kEosId; next + 1 < size && u >= weights[size_t(next)]; ++next) u -= weights[size_t(next)];
     }

@@ -9,11 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cxxopts.hpp>
 #include <limits>
 #include <stdexcept>
 #include <string>
-
-#include <cxxopts.hpp>
 
 namespace examples {
 
@@ -49,7 +48,8 @@ inline uint64_t parse_uint64(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (end != text.c_str() + text.size()) throw UsageError("--" + flag + ": '" + text + "' is not a non-negative integer");
+  if (end != text.c_str() + text.size())
+    throw UsageError("--" + flag + ": '" + text + "' is not a non-negative integer");
   if (errno == ERANGE) throw UsageError("--" + flag + ": " + text + " is too large");
   return value;
 }

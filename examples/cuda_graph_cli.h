@@ -33,13 +33,15 @@ class GraphedStep {
     if (!enabled_) return;
     if (!device.is_cuda()) throw UsageError("--cuda-graph needs a CUDA device, got " + device.str());
     if (args["amp"].as<std::string>() == "f16")
-      throw UsageError("--cuda-graph cannot capture --amp f16: its loss scaler checks the gradients for inf on the "
-                       "host every step (--amp bf16 works)");
+      throw UsageError(
+          "--cuda-graph cannot capture --amp f16: its loss scaler checks the gradients for inf on the "
+          "host every step (--amp bf16 works)");
     if (args.count("distributed") > 0)
       throw UsageError("--cuda-graph cannot capture --distributed: the gradient all-reduce runs on the host");
     if (!args["profile"].as<std::string>().empty())
-      throw UsageError("--cuda-graph cannot be used with --profile: a replay runs the whole step as one launch, "
-                       "which the profiler cannot split into ops");
+      throw UsageError(
+          "--cuda-graph cannot be used with --profile: a replay runs the whole step as one launch, "
+          "which the profiler cannot split into ops");
   }
 
   bool enabled() const { return enabled_; }
@@ -55,8 +57,7 @@ class GraphedStep {
       static_input_ = empty(input.sizes(), TensorOptions().dtype(input.dtype()).device(input.device()));
       static_target_ = empty(target.sizes(), TensorOptions().dtype(target.dtype()).device(target.device()));
     }
-    if (input.sizes() != static_input_.sizes() || target.sizes() != static_target_.sizes())
-      return step(input, target);
+    if (input.sizes() != static_input_.sizes() || target.sizes() != static_target_.sizes()) return step(input, target);
     static_input_.copy_(input);
     static_target_.copy_(target);
     if (eager_steps_ < kWarmupSteps) {

@@ -8,11 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cxxopts.hpp>
 #include <exception>
 #include <optional>
 #include <string>
-
-#include <cxxopts.hpp>
 
 #include "cli_values.h"
 #include "tapegrad/tapegrad.h"
@@ -86,15 +85,16 @@ class Stopwatch {
 // what update() counts.
 class Progress {
  public:
-  explicit Progress(int64_t total, const char* unit = "img/s") : total_(total), unit_(unit), tty_(isatty(fileno(stdout))) {}
+  explicit Progress(int64_t total, const char* unit = "img/s")
+      : total_(total), unit_(unit), tty_(isatty(fileno(stdout))) {}
   void update(int64_t done, int64_t count) {
     if (!tty_ || (done % 10 != 0 && done != total_)) return;
     double elapsed = clock_.seconds(), rate = double(count) / std::max(elapsed, 1e-9);
     double eta = done ? elapsed * (total_ - done) / done : 0;
     int filled = static_cast<int>(30 * done / std::max<int64_t>(total_, 1));
     std::printf("\r[%s%s] %lld/%lld %6.0f %s ETA %4.0fs", std::string(filled, '=').c_str(),
-                std::string(30 - filled, ' ').c_str(), static_cast<long long>(done), static_cast<long long>(total_), rate,
-                unit_, eta);
+                std::string(30 - filled, ' ').c_str(), static_cast<long long>(done), static_cast<long long>(total_),
+                rate, unit_, eta);
     std::fflush(stdout);
   }
   void finish() {

@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdio>
+#include <cxxopts.hpp>
 #include <limits>
 #include <map>
 #include <string>
-
-#include <cxxopts.hpp>
 
 #include "amp_cli.h"
 #include "cuda_graph_cli.h"
@@ -29,11 +28,14 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
       "seed", "random seed (initialisation and shuffling)", cxxopts::value<std::string>()->default_value("0"))(
       "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("auto"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
-      "data", "Fashion-MNIST folder", cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))(
+      "data", "Fashion-MNIST folder",
+      cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))(
       "limit", "use only the first N training images (0: all)", cxxopts::value<std::string>()->default_value("0"))(
-      "checkpoint", "save a safetensors checkpoint here after each epoch", cxxopts::value<std::string>()->default_value(""))(
-      "resume", "continue from this checkpoint", cxxopts::value<std::string>()->default_value(""))(
-      "fresh-optimizer", "with --resume: accept a checkpoint without optimiser state and restart Adam (the run is "
+      "checkpoint", "save a safetensors checkpoint here after each epoch",
+      cxxopts::value<std::string>()->default_value(""))("resume", "continue from this checkpoint",
+                                                        cxxopts::value<std::string>()->default_value(""))(
+      "fresh-optimizer",
+      "with --resume: accept a checkpoint without optimiser state and restart Adam (the run is "
       "then not an exact continuation)")(
       "summary", "print the model's summary (layers, output shapes, parameters, memory) first")("h,help", "this help");
   add_metrics_options(cli);
@@ -154,9 +156,12 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     const int64_t saved_epoch = checkpoint_epoch(options.resume);
     StateDict model_state, optim_state;
     for (auto& [name, t] : load_safetensors(options.resume)) {
-      if (name.rfind("model.", 0) == 0) model_state.emplace_back(name.substr(6), t);
-      else if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
-      else throw Error("--resume: " + options.resume + " has an unexpected tensor '" + name + "'");
+      if (name.rfind("model.", 0) == 0)
+        model_state.emplace_back(name.substr(6), t);
+      else if (name.rfind("optim.", 0) == 0)
+        optim_state.emplace_back(name.substr(6), t);
+      else
+        throw Error("--resume: " + options.resume + " has an unexpected tensor '" + name + "'");
     }
     model.load_state_dict(model_state);
     if (optim_state.empty() && !options.fresh_optimizer)
@@ -180,7 +185,8 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   // After --resume, so that DDP's broadcast of rank 0's weights is a formality.
   const auto ddp = run.wrap(model);
   std::printf("%s on %s%s%s%s, %d threads, %lld training images, batch %lld\n", program, device.str().c_str(),
-              run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), get_num_threads(), static_cast<long long>(train_images.size(0)),
+              run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), get_num_threads(),
+              static_cast<long long>(train_images.size(0)),
               static_cast<long long>(loader_options.batch_size * run.size()));
 
   int64_t global_step = (first_epoch - 1) * static_cast<int64_t>(loader.size());  // optimiser steps so far

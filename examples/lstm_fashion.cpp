@@ -26,7 +26,8 @@ class RowLstmClassifier : public nn::UnaryModule {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options cli("lstm_fashion", "Trains a row-by-row LSTM on Fashion-MNIST; prints loss, test accuracy and images/s.");
+  cxxopts::Options cli("lstm_fashion",
+                       "Trains a row-by-row LSTM on Fashion-MNIST; prints loss, test accuracy and images/s.");
   // 2e-3 rather than the usual 1e-3: the recurrent model reaches 0.87 in 4 epochs instead of 6.
   examples::add_training_options(cli, "5", "2e-3");
   examples::add_profile_options(cli);

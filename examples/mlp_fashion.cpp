@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   cxxopts::Options cli("mlp_fashion", "Trains an MLP on Fashion-MNIST; prints loss, test accuracy and images/s.");
   examples::add_training_options(cli, "10", "1e-3");
   examples::add_profile_options(cli);
-  cli.add_options()("hidden", "hidden widths, comma-separated (each 1 to 1048576)", cxxopts::value<std::string>()->default_value("512,256"));
+  cli.add_options()("hidden", "hidden widths, comma-separated (each 1 to 1048576)",
+                    cxxopts::value<std::string>()->default_value("512,256"));
   return examples::run_example("mlp_fashion", [&] {
     std::optional<cxxopts::ParseResult> parsed = examples::parse_command_line(cli, argc, argv);
     if (!parsed) return 0;

@@ -5,7 +5,6 @@
 // --distributed (under mpirun): each process trains its slice of every batch of batch-size x N.
 // --cuda-graph: the step captured once in a CUDA graph and replayed (cuda_graph_cli.h).
 #include <cstdio>
-
 #include <cxxopts.hpp>
 
 #include "amp_cli.h"
@@ -26,8 +25,7 @@ int main(int argc, char** argv) {
       "lr", "Adam learning rate (> 0)", cxxopts::value<std::string>()->default_value("1e-3"))(
       "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
       "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
-      "summary", "print the model's summary (layers, output shapes, parameters, memory) first")(
-      "h,help", "this help");
+      "summary", "print the model's summary (layers, output shapes, parameters, memory) first")("h,help", "this help");
   examples::add_metrics_options(cli);
   examples::add_profile_options(cli);
   examples::add_distributed_options(cli);
@@ -70,8 +68,9 @@ int main(int argc, char** argv) {
       summary_options.optimizer_state_bytes_per_element = 8;  // Adam's two float32 moments
       std::printf("%s", nn::summary(*model, xs[0], summary_options).table.c_str());
     }
-    std::printf("mlp_seed on %s%s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(),
-                run.describe().c_str(), amp.describe().c_str(), graphed.describe().c_str(), batches, static_cast<long long>(global_batch), get_num_threads());
+    std::printf("mlp_seed on %s%s%s%s: %d batches of %lld, %d threads\n", device.str().c_str(), run.describe().c_str(),
+                amp.describe().c_str(), graphed.describe().c_str(), batches, static_cast<long long>(global_batch),
+                get_num_threads());
     std::fflush(stdout);  // seen at once through a pipe (tee, a test), not when the buffer fills
     examples::Stopwatch total, interval;
     int last_logged = 0;

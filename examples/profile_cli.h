@@ -6,10 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cxxopts.hpp>
 #include <memory>
 #include <string>
-
-#include <cxxopts.hpp>
 
 #include "cli_values.h"
 #include "tapegrad/profiler/profiler.h"
@@ -20,8 +19,8 @@ inline void add_profile_options(cxxopts::Options& cli) {
   cli.add_options()("profile", "profile the run: write a Chrome trace to this file and print the summary table",
                     cxxopts::value<std::string>()->default_value(""))(
       "profile-sort", "sort the summary by self_cpu, cpu_total, cuda_total, calls or self_memory",
-      cxxopts::value<std::string>()->default_value("self_cpu"))(
-      "profile-rows", "rows of the summary table (0: all)", cxxopts::value<std::string>()->default_value("20"));
+      cxxopts::value<std::string>()->default_value("self_cpu"))("profile-rows", "rows of the summary table (0: all)",
+                                                                cxxopts::value<std::string>()->default_value("20"));
 }
 
 inline tapegrad::profiler::SortBy parse_profile_sort(const std::string& text) {
@@ -74,7 +73,8 @@ class ProfileSession {
       std::printf("\nprofile (sorted by %s):\n%s", sort_name(), profiler_->key_averages().table(sort_, rows_).c_str());
       for (const auto& m : profiler_->device_memory())
         std::printf("%s memory: peak %.2f MiB allocated (%.2f MiB at start)\n", m.device.str().c_str(),
-                    static_cast<double>(m.peak_allocated) / (1 << 20), static_cast<double>(m.allocated_at_start) / (1 << 20));
+                    static_cast<double>(m.peak_allocated) / (1 << 20),
+                    static_cast<double>(m.allocated_at_start) / (1 << 20));
       std::printf("trace: %s (%zu events; open in ui.perfetto.dev or chrome://tracing)\n", path_.c_str(),
                   profiler_->events().size());
     } catch (const std::exception& e) {
@@ -88,11 +88,16 @@ class ProfileSession {
  private:
   const char* sort_name() const {
     switch (sort_) {
-      case tapegrad::profiler::SortBy::CpuTotal: return "cpu_total";
-      case tapegrad::profiler::SortBy::CudaTotal: return "cuda_total";
-      case tapegrad::profiler::SortBy::Calls: return "calls";
-      case tapegrad::profiler::SortBy::SelfMemory: return "self_memory";
-      default: return "self_cpu";
+      case tapegrad::profiler::SortBy::CpuTotal:
+        return "cpu_total";
+      case tapegrad::profiler::SortBy::CudaTotal:
+        return "cuda_total";
+      case tapegrad::profiler::SortBy::Calls:
+        return "calls";
+      case tapegrad::profiler::SortBy::SelfMemory:
+        return "self_memory";
+      default:
+        return "self_cpu";
     }
   }
 

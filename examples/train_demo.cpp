@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-
 #include <cxxopts.hpp>
 
 #include "example_util.h"
@@ -20,8 +19,8 @@ int main(int argc, char** argv) {
   cxxopts::Options cli("train_demo", "Trains a 4-32-4 MLP with SGD on a synthetic task.");
   cli.add_options()("steps", "training steps (>= 1)", cxxopts::value<std::string>()->default_value("300"))(
       "seed", "random seed", cxxopts::value<std::string>()->default_value("0"))(
-      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))(
-      "h,help", "this help");
+      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<std::string>()->default_value("0"))("h,help",
+                                                                                                         "this help");
   examples::add_metrics_options(cli);
   examples::add_profile_options(cli);
   return examples::run_example("train_demo", [&] {
@@ -60,8 +59,9 @@ int main(int argc, char** argv) {
         std::printf("step %4d  loss %.4f  accuracy %.3f\n", step, value, accuracy);
         // Examples per second since the previous line (the first line has trained none yet).
         const double rate = step > 0 ? double(step - last_logged) * double(batch) / interval.seconds() : 0.0;
-        metrics->log(step, {{"train/loss", value}, {"train/accuracy", accuracy}, {"lr", lr},
-                            {"throughput/examples_per_s", rate}});
+        metrics->log(
+            step,
+            {{"train/loss", value}, {"train/accuracy", accuracy}, {"lr", lr}, {"throughput/examples_per_s", rate}});
         last_logged = step;
         interval = examples::Stopwatch();
       }

@@ -14,7 +14,8 @@ inline void put_be32(std::string& out, uint32_t v) {
 }
 
 // An IDX file of unsigned bytes (type 0x08) with `dims`.
-inline void write_idx_u8(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values) {
+inline void write_idx_u8(const std::string& path, const std::vector<uint32_t>& dims,
+                         const std::vector<uint8_t>& values) {
   std::string out = {0, 0, 0x08, static_cast<char>(dims.size())};
   for (uint32_t d : dims) put_be32(out, d);
   out.append(values.begin(), values.end());
@@ -31,7 +32,8 @@ inline void write_idx_i32(const std::string& path, const std::vector<uint32_t>& 
 }
 
 // An IDX file of float32 values (type 0x0D) with `dims`.
-inline void write_idx_f32(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<float>& values) {
+inline void write_idx_f32(const std::string& path, const std::vector<uint32_t>& dims,
+                          const std::vector<float>& values) {
   std::string out = {0, 0, 0x0D, static_cast<char>(dims.size())};
   for (uint32_t d : dims) put_be32(out, d);
   for (float f : values) {

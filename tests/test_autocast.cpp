@@ -16,8 +16,12 @@ using namespace tapegrad;
 
 namespace {
 
-double bf16(double v) { return static_cast<float>(BFloat16(static_cast<float>(v))); }
-double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+double bf16(double v) {
+  return static_cast<float>(BFloat16(static_cast<float>(v)));
+}
+double sigmoid(double v) {
+  return 1.0 / (1.0 + std::exp(-v));
+}
 
 // One LSTM layer by its equations, products of bf16-rounded operands summed in double, the rest in
 // double: out[t][b][j] = h_t. x [T, B, I]; weights as PyTorch lays them out.
@@ -34,7 +38,8 @@ std::vector<double> reference_layer(const Tensor& x, const Tensor& w_ih, const T
       for (int64_t g = 0; g < 4 * hidden; ++g) {
         double sum = static_cast<double>(bi[static_cast<size_t>(g)]) + bh[static_cast<size_t>(g)];
         for (int64_t i = 0; i < input; ++i)
-          sum += bf16(xv[static_cast<size_t>((t * batch + b) * input + i)]) * bf16(wi[static_cast<size_t>(g * input + i)]);
+          sum +=
+              bf16(xv[static_cast<size_t>((t * batch + b) * input + i)]) * bf16(wi[static_cast<size_t>(g * input + i)]);
         for (int64_t k = 0; k < hidden; ++k)
           sum += bf16(h[static_cast<size_t>(b * hidden + k)]) * bf16(wh[static_cast<size_t>(g * hidden + k)]);
         z[static_cast<size_t>(g)] = sum;
@@ -104,7 +109,8 @@ TEST(Autocast, IsPerThread) {
 }
 
 TEST(Autocast, BadArgumentsAreClearErrors) {
-  tapegrad::testing::expect_error([] { amp::AutocastGuard g(kCPU, kFloat16); }, {"AutocastGuard", "bfloat16", "float16"});
+  tapegrad::testing::expect_error([] { amp::AutocastGuard g(kCPU, kFloat16); },
+                                  {"AutocastGuard", "bfloat16", "float16"});
   tapegrad::testing::expect_error([] { amp::AutocastGuard g(kCUDA, kInt32); }, {"AutocastGuard", "cuda", "int32"});
   amp::AutocastGuard disabled(kCUDA, kFloat16, /*enabled=*/false);  // turning it off is always allowed
   EXPECT_FALSE(amp::is_autocast_enabled(DeviceKind::CUDA));
@@ -116,7 +122,8 @@ TEST(Autocast, LstmProductsRunInBf16) {
   Layer layer(6, 5, 7, 9);
   const std::vector<double> want = reference_layer(layer.x, layer.w_ih, layer.w_hh, layer.b_ih, layer.b_hh);
   const std::vector<float> f32 = layer.run().output.contiguous().tolist<float>();
-  for (cpu::SbgemmKernel kernel : {cpu::SbgemmKernel::Portable, cpu::SbgemmKernel::Avx512Bf16, cpu::SbgemmKernel::Amx}) {
+  for (cpu::SbgemmKernel kernel :
+       {cpu::SbgemmKernel::Portable, cpu::SbgemmKernel::Avx512Bf16, cpu::SbgemmKernel::Amx}) {
     if (kernel > cpu::sbgemm_best_kernel()) continue;
     SCOPED_TRACE(cpu::sbgemm_kernel_name(kernel));
     cpu::sbgemm_limit_kernel(kernel);

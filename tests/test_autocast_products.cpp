@@ -1,8 +1,8 @@
 // Autocast's matrix products on the CPU (mm, addmm, matmul, linear): under the guard each product
 // runs on bf16-rounded operands with float32 sums and returns bf16 (the sums rounded once), forward
-// and backward, on every product kernel the CPU has; gradients come in their inputs' dtypes. Checked against double products of the rounded operands written here, against the
-// float32 products (close, not equal: the negative control), and for the rule that backward keeps
-// the precision its forward chose whatever autocast says when backward runs.
+// and backward, on every product kernel the CPU has; gradients come in their inputs' dtypes. Checked against double
+// products of the rounded operands written here, against the float32 products (close, not equal: the negative control),
+// and for the rule that backward keeps the precision its forward chose whatever autocast says when backward runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +15,9 @@ using namespace tapegrad;
 
 namespace {
 
-double bf16(float v) { return static_cast<float>(BFloat16(v)); }
+double bf16(float v) {
+  return static_cast<float>(BFloat16(v));
+}
 
 // C = A B of [n, k] and [k, m] row-major values, each operand rounded to bf16 or not, in double.
 std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int64_t k, int64_t m,
@@ -40,7 +42,9 @@ double max_diff(const Tensor& t, const std::vector<double>& want) {
   return m;
 }
 
-std::vector<float> values(const Tensor& t) { return t.to(kFloat32).contiguous().tolist<float>(); }
+std::vector<float> values(const Tensor& t) {
+  return t.to(kFloat32).contiguous().tolist<float>();
+}
 
 // How many elements of a bf16 result are farther from `want` than rounding to bf16 (half an ulp,
 // 2^-8 relative) plus the float32 sums' own error allows.
@@ -48,7 +52,8 @@ int64_t beyond_bf16_rounding(const Tensor& t, const std::vector<double>& want) {
   EXPECT_EQ(t.dtype(), kBFloat16);
   const std::vector<float> got = values(t);
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += std::fabs(got[i] - want[i]) > std::ldexp(std::fabs(want[i]), -8) + 1e-4;
+  for (size_t i = 0; i < got.size(); ++i)
+    bad += std::fabs(got[i] - want[i]) > std::ldexp(std::fabs(want[i]), -8) + 1e-4;
   return bad;
 }
 
@@ -139,7 +144,8 @@ TEST(AutocastProducts, MmAddmmAndMatmul) {
   const std::vector<float> bias_v = values(bias.to(kBFloat16));  // cast to bf16 first, as PyTorch does
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j)
-      want_d[static_cast<size_t>(i * m + j)] = 2.0 * want[static_cast<size_t>(i * m + j)] + bias_v[static_cast<size_t>(j)];
+      want_d[static_cast<size_t>(i * m + j)] =
+          2.0 * want[static_cast<size_t>(i * m + j)] + bias_v[static_cast<size_t>(j)];
   EXPECT_EQ(beyond_bf16_rounding(d, want_d), 0);
   EXPECT_EQ(beyond_bf16_rounding(e.select(0, 2), want), 0);
   sum(c * g).backward();  // mm's backward: two products in the forward's precision
@@ -160,8 +166,8 @@ TEST(AutocastProducts, LinearBiasHasAddmmsBits) {
   for (Shape3 s : {Shape3{300, 200, 150}, Shape3{64, 1000, 512}, Shape3{2, 3, 5}})
     for (int threads : {1, 2})
       for (DType bias_type : {kFloat32, kBFloat16}) {
-        SCOPED_TRACE(::testing::Message() << s.n << " x " << s.k << " x " << s.m << ", " << threads << " threads, "
-                                          << bias_type << " bias");
+        SCOPED_TRACE(::testing::Message()
+                     << s.n << " x " << s.k << " x " << s.m << ", " << threads << " threads, " << bias_type << " bias");
         const int saved = get_num_threads();
         set_num_threads(threads);
         const Tensor x = randn({s.n, s.k}, {}, &gen), w = randn({s.m, s.k}, {}, &gen);

@@ -1,4 +1,5 @@
-// Autograd engine semantics (leaves, accumulation, retain_graph, views, in-place, grad mode, threads), checked against PyTorch's behaviour.
+// Autograd engine semantics (leaves, accumulation, retain_graph, views, in-place, grad mode, threads), checked against
+// PyTorch's behaviour.
 #include <cmath>
 #include <future>
 #include <memory>
@@ -154,7 +155,7 @@ TEST(Autograd, MultiRootBackward) {
 
   // Roots that depend on each other, and an implicit gradient for a scalar root.
   Tensor w = leaf_of({2});
-  Tensor u = w * 3;         // du/dw = 3
+  Tensor u = w * 3;          // du/dw = 3
   Tensor v = (u * u).sum();  // dv/dw = 2u * 3 = 36
   autograd::backward({v, u}, {Tensor(), tensor<double>({1})});
   expect_close(w.grad(), {36 + 3});
@@ -682,17 +683,17 @@ TEST(Autograd, LongChainBackpropagatesWithoutStackOverflow) {
 TEST(AutogradGradcheck, PassesForACompositeFunction) {
   Tensor x = testing::leaf({2, 3}, 1);
   Tensor y = testing::leaf({2, 3}, 2);
-  auto result = autograd::gradcheck(
-      [](const std::vector<Tensor>& in) { return sum(tanh(in[0]) * exp(in[1])); }, {x, y});
+  auto result =
+      autograd::gradcheck([](const std::vector<Tensor>& in) { return sum(tanh(in[0]) * exp(in[1])); }, {x, y});
   EXPECT_TRUE(result.ok) << result.report;
   EXPECT_LT(result.max_abs_error, 1e-6);
   EXPECT_TRUE(result.report.empty());
   // gradcheck leaves the inputs' grads clear.
   EXPECT_FALSE(x.grad().defined());
 
-  auto broadcast = autograd::gradcheck(
-      [](const std::vector<Tensor>& in) { return in[0] * in[1].t() + in[0].sum(1, true); },
-      {testing::leaf({3, 4}, 3), testing::leaf({4, 3}, 4)});
+  auto broadcast =
+      autograd::gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[1].t() + in[0].sum(1, true); },
+                          {testing::leaf({3, 4}, 3), testing::leaf({4, 3}, 4)});
   EXPECT_TRUE(broadcast.ok) << broadcast.report;
 }
 
@@ -708,8 +709,8 @@ TEST(AutogradGradcheck, RejectsNonFloat64Inputs) {
 TEST(AutogradGradcheck, InputsWithoutGradAreConstants) {
   Tensor x = testing::leaf({4}, 5);
   Tensor c = rand({4}, kFloat32);  // f32 is fine when it needs no grad
-  auto result = autograd::gradcheck(
-      [](const std::vector<Tensor>& in) { return in[0].sigmoid() * in[1].to(kFloat64); }, {x, c});
+  auto result =
+      autograd::gradcheck([](const std::vector<Tensor>& in) { return in[0].sigmoid() * in[1].to(kFloat64); }, {x, c});
   EXPECT_TRUE(result.ok) << result.report;
 }
 

@@ -22,8 +22,11 @@ TEST(BadCheckpoints, MalformedOptimiserKeysAreErrors) {
   optim::SGD sgd({w, v}, optim::SGDOptions(0.1).momentum(0.9));
   for (const char* key : {"1x.exp_avg", "abc.exp_avg", "-1.exp_avg", ".exp_avg", "exp_avg", "1.", "+1.exp_avg"})
     expect_error([&] { adam.load_state_dict({{key, zeros({2})}}); }, {"Adam.load_state_dict", key});
-  expect_error([&] { adam.load_state_dict({{"99999999999999999999999.exp_avg", zeros({2})}}); },
-               {"Adam.load_state_dict", "beyond the 2"});
+  expect_error(
+      [&] {
+        adam.load_state_dict({{"99999999999999999999999.exp_avg", zeros({2})}});
+      },
+      {"Adam.load_state_dict", "beyond the 2"});
   expect_error([&] { adam.load_state_dict({{"2.exp_avg", zeros({2})}}); }, {"names parameter 2 of 2"});
   for (const char* key : {"1x.momentum_buffer", "abc.momentum_buffer", "0.momentum"})
     expect_error([&] { sgd.load_state_dict({{key, zeros({2})}}); }, {"SGD.load_state_dict", key});
@@ -35,9 +38,12 @@ TEST(BadCheckpoints, StepCountsMustBeWholePositiveNumbers) {
   Tensor w = ones({2}).requires_grad_();
   optim::Adam adam({w});
   for (double step : {std::nan(""), -2.0, 0.0, 2.5, 1e300, HUGE_VAL}) {
-    expect_error([&] {
-      adam.load_state_dict({{"0.step", full({}, step, kFloat64)}, {"0.exp_avg", zeros({2})}, {"0.exp_avg_sq", zeros({2})}});
-    }, {"Adam.load_state_dict", "'0.step'", "not a step count"});
+    expect_error(
+        [&] {
+          adam.load_state_dict(
+              {{"0.step", full({}, step, kFloat64)}, {"0.exp_avg", zeros({2})}, {"0.exp_avg_sq", zeros({2})}});
+        },
+        {"Adam.load_state_dict", "'0.step'", "not a step count"});
   }
   expect_error([&] { adam.load_state_dict({{"0.step", ones({2})}}); }, {"'0.step'", "one step count"});
   // A good one still loads and the optimiser goes on from it.

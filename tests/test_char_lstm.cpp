@@ -74,7 +74,8 @@ TEST(CharLstm, PaddedBatchGivesTheLossAndGradientsOfEachSequenceAlone) {
     model.zero_grad();
     loss.backward();
     std::vector<Tensor> g = gradients(model);
-    if (alone_grads.empty()) alone_grads = g;
+    if (alone_grads.empty())
+      alone_grads = g;
     else
       for (size_t i = 0; i < g.size(); ++i) alone_grads[i] = alone_grads[i] + g[i];
     alone_loss += loss.item();

@@ -24,7 +24,8 @@ class CheckpointAtomic : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("tapegrad_atomic_") + info->name() + "_" + std::to_string(::getpid()));
+    dir_ =
+        fs::temp_directory_path() / (std::string("tapegrad_atomic_") + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -95,8 +96,11 @@ TEST_F(CheckpointAtomic, FailedSaveLeavesNoTemporaryAndNoChange) {
   EXPECT_EQ(read_bytes(p), before);
   EXPECT_EQ(files(), std::vector<std::string>{"ckpt.safetensors"});
   // Saving into a path whose directory is missing names the path.
-  expect_error([&] { save_safetensors(path("missing/x.safetensors"), {{"w", ones({1})}}); },
-               {"save_safetensors", "missing/x.safetensors", "cannot create"});
+  expect_error(
+      [&] {
+        save_safetensors(path("missing/x.safetensors"), {{"w", ones({1})}});
+      },
+      {"save_safetensors", "missing/x.safetensors", "cannot create"});
 }
 
 // Issue 16, item 7 (library side): loading a directory said "read failed at byte 0".
@@ -105,7 +109,6 @@ TEST_F(CheckpointAtomic, LoadingADirectoryIsAClearError) {
   expect_error([&] { load_safetensors_metadata(dir_.string()); }, {"load_safetensors_metadata", "is a directory"});
   expect_error([&] { load_safetensors(path("nope")); }, {"load_safetensors", "cannot open"});
 }
-
 
 // Hardening: a symlinked checkpoint path was replaced by a regular file; like torch.save, a save
 // now writes through the link (also a dangling one), which stays a link.

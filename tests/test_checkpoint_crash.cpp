@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -47,7 +47,8 @@ TEST(CheckpointCrash, SigkillMidWriteKeepsThePreviousCheckpoint) {
   const std::string dir = temp_dir();
   const std::string path = dir + "/model.safetensors";
   Generator generator(11);
-  StateDict previous = {{"weight", randn({256, 64}, TensorOptions(), &generator)}, {"bias", randn({64}, TensorOptions(), &generator)}};
+  StateDict previous = {{"weight", randn({256, 64}, TensorOptions(), &generator)},
+                        {"bias", randn({64}, TensorOptions(), &generator)}};
   save_safetensors(path, previous, {{"epoch", "1"}});
 
   // Made before fork: the child only writes (no new OpenMP work after fork).

@@ -19,8 +19,8 @@ using testing::values;
 
 // 7 modules with dropout in two places.
 nn::Sequential make_stack() {
-  nn::Sequential s(nn::Linear(6, 12), nn::ReLU(), nn::Dropout(0.3), nn::Linear(12, 12), nn::Tanh(),
-                   nn::Dropout(0.2), nn::Linear(12, 4));
+  nn::Sequential s(nn::Linear(6, 12), nn::ReLU(), nn::Dropout(0.3), nn::Linear(12, 12), nn::Tanh(), nn::Dropout(0.2),
+                   nn::Linear(12, 4));
   s.to(kFloat64);
   s.train();
   return s;
@@ -85,10 +85,8 @@ TEST(CheckpointSequential, SplitsLikePyTorch) {
     std::vector<int> calls;
   };
   const std::vector<Case> cases = {
-      {1, {1, 1, 1, 1, 1, 1, 1}},
-      {2, {2, 2, 2, 1, 1, 1, 1}},
-      {3, {2, 2, 2, 2, 1, 1, 1}},
-      {4, {2, 2, 2, 1, 1, 1, 1}},  // runs of 7 / 4 = 1: the last takes the 4 left over
+      {1, {1, 1, 1, 1, 1, 1, 1}}, {2, {2, 2, 2, 1, 1, 1, 1}},
+      {3, {2, 2, 2, 2, 1, 1, 1}}, {4, {2, 2, 2, 1, 1, 1, 1}},  // runs of 7 / 4 = 1: the last takes the 4 left over
       {7, {2, 2, 2, 2, 2, 2, 1}},
   };
   for (const Case& c : cases) {
@@ -96,9 +94,8 @@ TEST(CheckpointSequential, SplitsLikePyTorch) {
     nn::Sequential s = make_stack();
     std::vector<int> calls(s.size(), 0);
     for (size_t i = 0; i < s.size(); ++i)
-      s[i]->register_forward_hook([&calls, i](nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-        ++calls[i];
-      });
+      s[i]->register_forward_hook(
+          [&calls, i](nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) { ++calls[i]; });
     Tensor x = testing::leaf({3, 6}, 3);
     sum(checkpoint_sequential(s, c.segments, x)).backward();
     EXPECT_EQ(calls, c.calls);
@@ -139,7 +136,8 @@ TEST(CheckpointSequential, AModuleSwitchedToEvalBeforeBackwardIsAnError) {
 TEST(CheckpointSequential, BadInputs) {
   nn::Sequential s = make_stack();
   Tensor x = testing::leaf({2, 6}, 5);
-  expect_error([&] { checkpoint_sequential(s, 0, x); }, {"checkpoint_sequential", "segments must be at least 1, got 0"});
+  expect_error([&] { checkpoint_sequential(s, 0, x); },
+               {"checkpoint_sequential", "segments must be at least 1, got 0"});
   expect_error([&] { checkpoint_sequential(s, -2, x); }, {"checkpoint_sequential", "got -2"});
   expect_error([&] { checkpoint_sequential(s, 8, x); },
                {"checkpoint_sequential", "segments (8) exceeds the number of modules (7)"});

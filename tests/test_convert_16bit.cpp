@@ -19,10 +19,22 @@ using namespace tapegrad;
 namespace {
 
 std::vector<float> tricky_floats() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e-8f, -3e-39f, 1e-45f,
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                          std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min()};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          1e-8f,
+                          -3e-39f,
+                          1e-45f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min()};
   std::mt19937 gen(3);
   for (int i = 0; i < 5000; ++i) {  // random bit patterns: every exponent, ties included by the low bits
     uint32_t u = gen();
@@ -90,6 +102,6 @@ TEST(Convert16Bit, EveryBf16AndF16PatternToFloat) {
 TEST(Convert16Bit, OtherPairsAndLayoutsAreLeftToTheScalarPath) {
   const Tensor x = ones({4, 3});
   Tensor d = empty({4, 3}, kFloat64);
-  EXPECT_FALSE(cpu::copy_16bit_contiguous(x, d));                            // not a 16-bit pair
+  EXPECT_FALSE(cpu::copy_16bit_contiguous(x, d));                             // not a 16-bit pair
   EXPECT_FALSE(cpu::copy_16bit_contiguous(x.t(), empty({3, 4}, kBFloat16)));  // not contiguous
 }

@@ -17,7 +17,9 @@ using namespace tapegrad;
 
 namespace {
 
-std::vector<float> floats(const Tensor& t) { return t.to(kFloat32).contiguous().tolist<float>(); }
+std::vector<float> floats(const Tensor& t) {
+  return t.to(kFloat32).contiguous().tolist<float>();
+}
 
 // op on 16-bit inputs against op on their float32 widenings, rounded: bit for bit.
 void expect_rounded_float_op(DType dtype, const std::vector<Tensor>& f32_inputs,
@@ -69,10 +71,9 @@ TEST_P(Cpu16BitOps, BinaryCompareAndClamp) {
   Generator gen(2);
   const Tensor a = randn({19, 300}, {}, &gen), b = randn({19, 300}, {}, &gen), row = randn({300}, {}, &gen);
   using Bin = std::function<Tensor(const Tensor&, const Tensor&)>;
-  const std::vector<Bin> ops = {[](const Tensor& u, const Tensor& v) { return u + v; },
-                                [](const Tensor& u, const Tensor& v) { return u - v; },
-                                [](const Tensor& u, const Tensor& v) { return u * v; },
-                                [](const Tensor& u, const Tensor& v) { return u / v; }};
+  const std::vector<Bin> ops = {
+      [](const Tensor& u, const Tensor& v) { return u + v; }, [](const Tensor& u, const Tensor& v) { return u - v; },
+      [](const Tensor& u, const Tensor& v) { return u * v; }, [](const Tensor& u, const Tensor& v) { return u / v; }};
   for (const Bin& op : ops) {
     expect_rounded_float_op(GetParam(), {a, b}, [op](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
     expect_rounded_float_op(GetParam(), {a, row}, [op](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
@@ -96,9 +97,8 @@ TEST_P(Cpu16BitOps, ReductionsSoftmaxAndLayerNorm) {
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return max(t[0]); });
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return softmax(t[0], 1); });
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return log_softmax(t[0], 0); });
-  expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) {
-    return layer_norm(t[0], {310}, Tensor(), Tensor(), 1e-5);
-  });
+  expect_rounded_float_op(
+      GetParam(), {x}, [](const std::vector<Tensor>& t) { return layer_norm(t[0], {310}, Tensor(), Tensor(), 1e-5); });
 }
 
 // Note [16-bit column sums]: sums and means over a middle dim (several outer blocks, strips of

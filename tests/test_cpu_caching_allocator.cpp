@@ -33,7 +33,9 @@ class CachingAllocator : public ::testing::Test {
   size_t old_limit_ = 0;
 };
 
-Tensor bytes(int64_t n) { return empty({n}, TensorOptions().dtype(kBool)); }
+Tensor bytes(int64_t n) {
+  return empty({n}, TensorOptions().dtype(kBool));
+}
 
 TEST(CpuAllocationSize, ClassesRoundUpByAtMostAQuarter) {
   EXPECT_EQ(cpu_allocation_size(1), 64u);
@@ -90,9 +92,7 @@ TEST_F(CachingAllocator, BlocksOverTheLimitGoBackToTheSystem) {
   cpu::CpuMemoryStats s = cpu_memory_stats();
   EXPECT_EQ(s.cached_bytes, 0u);
   EXPECT_EQ(s.num_system_frees, before.num_system_frees + 1);
-  {
-    Tensor a = bytes(600 << 10), b = bytes(600 << 10);
-  }
+  { Tensor a = bytes(600 << 10), b = bytes(600 << 10); }
   s = cpu_memory_stats();
   EXPECT_LE(s.cached_bytes, size_t{1} << 20);
   EXPECT_EQ(s.cached_bytes, cpu_allocation_size(600 << 10)) << "one fits, the other is freed";

@@ -43,7 +43,9 @@ class Path {
   ~Path() { tapegrad::cpu::sbgemm_limit_kernel(SbgemmKernel::Amx); }
 };
 
-bool has(SbgemmKernel kernel) { return kernel <= tapegrad::cpu::sbgemm_best_kernel(); }
+bool has(SbgemmKernel kernel) {
+  return kernel <= tapegrad::cpu::sbgemm_best_kernel();
+}
 
 constexpr SbgemmKernel kAllKernels[] = {SbgemmKernel::Portable, SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx};
 
@@ -55,7 +57,9 @@ std::vector<float> random_values(size_t count, uint32_t seed) {
   return v;
 }
 
-double rounded(float v) { return static_cast<float>(BFloat16(v)); }
+double rounded(float v) {
+  return static_cast<float>(BFloat16(v));
+}
 
 // Runs one case with padded leading dimensions and checks every element of C against the double
 // product of the rounded operands, and that C's padding is untouched. Returns the largest
@@ -210,7 +214,9 @@ TEST(CpuSbgemm, RoundedOutputHasTheBitsOfTheRoundedFloatResult) {
   }
 }
 
-TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) { run_all(SbgemmKernel::Portable, 2); }
+TEST(CpuSbgemm, PortablePathMatchesTheRoundedReference) {
+  run_all(SbgemmKernel::Portable, 2);
+}
 
 TEST(CpuSbgemm, Bf16SourcesGiveTheSameProducts) {
   for (SbgemmKernel kernel : kAllKernels) {
@@ -287,10 +293,10 @@ TEST(CpuSbgemm, TallNarrowProductsSplitTheirRows) {
 // split by panels, and neither split applies to one thread or to too few rows.
 TEST(CpuSbgemm, ShallowProductsSplitTheirRows) {
   if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 2));   // mlp_seed's dW at batch 64
-  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(256, 64, 512, 2));    // mlp_fashion's second layer
+  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 2));     // mlp_seed's dW at batch 64
+  EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(256, 64, 512, 2));      // mlp_fashion's second layer
   EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 1024, 1000, 2));  // at batch 1024: B is 2 MB
-  EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(64, 64, 1000, 2));   // too few rows
+  EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(64, 64, 1000, 2));     // too few rows
   EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 1));
   Path path(SbgemmKernel::Avx512Bf16);
   ThreadCount count(2);
@@ -324,9 +330,9 @@ TEST(CpuSbgemm, UnpackedProductsPackBPerThreadWithTheSameBits) {
   for (bool bf16_operands : {false, true})
     for (bool bf16_output : {false, true})
       for (int threads : {1, 2}) {
-        SCOPED_TRACE(::testing::Message() << (bf16_operands ? "bf16" : "float32") << " operands, "
-                                          << (bf16_output ? "bf16" : "float32") << " output, " << threads
-                                          << " threads");
+        SCOPED_TRACE(::testing::Message()
+                     << (bf16_operands ? "bf16" : "float32") << " operands, " << (bf16_output ? "bf16" : "float32")
+                     << " output, " << threads << " threads");
         ThreadCount count(threads);
         EXPECT_EQ(tapegrad::cpu::sbgemm_splits_rows(m, k, n, threads), threads == 2);
         std::vector<float> got(static_cast<size_t>(m * ldc), 0.5f), want = got;
@@ -336,13 +342,13 @@ TEST(CpuSbgemm, UnpackedProductsPackBPerThreadWithTheSameBits) {
         if (bf16_operands) {
           tapegrad::cpu::sbgemm_unpacked(m, k, n, 1.5f, a16.data(), 1, m, b16.data(), n, 1, 1.0f, got.data(), ldc,
                                          got_rounded);
-          tapegrad::cpu::sbgemm(m, 1.5f, a16.data(), 1, m, PackedBf16Matrix(b16.data(), n, 1, k, n), 1.0f,
-                                want.data(), ldc, want_rounded);
+          tapegrad::cpu::sbgemm(m, 1.5f, a16.data(), 1, m, PackedBf16Matrix(b16.data(), n, 1, k, n), 1.0f, want.data(),
+                                ldc, want_rounded);
         } else {
           tapegrad::cpu::sbgemm_unpacked(m, k, n, 1.5f, a.data(), 1, m, b.data(), n, 1, 1.0f, got.data(), ldc,
                                          got_rounded);
-          tapegrad::cpu::sbgemm(m, 1.5f, a.data(), 1, m, PackedBf16Matrix(b.data(), n, 1, k, n), 1.0f, want.data(),
-                                ldc, want_rounded);
+          tapegrad::cpu::sbgemm(m, 1.5f, a.data(), 1, m, PackedBf16Matrix(b.data(), n, 1, k, n), 1.0f, want.data(), ldc,
+                                want_rounded);
         }
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < ldc; ++j) {

@@ -56,8 +56,9 @@ void check_case(const Case& t) {
   auto a_at = [&](int64_t i, int64_t p) { return t.a_transposed ? a[p * a_lead + i] : a[i * a_lead + p]; };
   auto b_at = [&](int64_t p, int64_t j) { return t.b_transposed ? b[j * b_lead + p] : b[p * b_lead + j]; };
 
-  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, a.data(), t.a_transposed ? 1 : a_lead, t.a_transposed ? a_lead : 1,
-                              b.data(), t.b_transposed ? 1 : b_lead, t.b_transposed ? b_lead : 1, t.beta, c.data(), ldc);
+  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, a.data(), t.a_transposed ? 1 : a_lead,
+                              t.a_transposed ? a_lead : 1, b.data(), t.b_transposed ? 1 : b_lead,
+                              t.b_transposed ? b_lead : 1, t.beta, c.data(), ldc);
 
   for (int64_t i = 0; i < t.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -111,7 +112,7 @@ TEST_F(Sgemm, EveryOperandLayout) {
       for (bool bt : {false, true}) {
         check_case({37, 70, 300, at, bt, 1.0f, 0.0f});
         check_case({160, 33, 20, at, bt, 1.0f, 0.0f});
-        check_case({64, 512, 128, at, bt, 1.0f, 1.0f});  // an LSTM step: B read in place
+        check_case({64, 512, 128, at, bt, 1.0f, 1.0f});   // an LSTM step: B read in place
         check_case({300, 300, 513, at, bt, 1.0f, 0.0f});  // large enough to thread, several blocks
         check_case({30, 1100, 70, at, bt, 1.0f, 0.5f});   // several 512-column blocks of B per thread
       }
@@ -123,7 +124,7 @@ TEST_F(Sgemm, AlphaAndBeta) {
     for (float beta : {0.0f, 1.0f, 0.25f}) {
       check_case({13, 45, 270, false, true, alpha, beta});
       check_case({200, 100, 40, true, false, alpha, beta});
-      check_case({300, 45, 300, true, false, alpha, beta});  // a weight gradient: computed as C^T
+      check_case({300, 45, 300, true, false, alpha, beta});    // a weight gradient: computed as C^T
       check_case({1040, 256, 260, true, false, alpha, beta});  // one too large for C^T: packed
     }
 }

@@ -17,8 +17,8 @@ namespace {
 std::vector<float> scalar(int64_t begin, int64_t end, double low, double high, uint64_t seed, uint64_t offset) {
   std::vector<float> out;
   for (int64_t i = begin; i < end; ++i)
-    out.push_back(tapegrad::math::uniform_f32(tapegrad::math::philox4x32_10(offset + static_cast<uint64_t>(i), seed),
-                                              low, high));
+    out.push_back(
+        tapegrad::math::uniform_f32(tapegrad::math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, high));
   return out;
 }
 

@@ -35,7 +35,9 @@ std::vector<double> product(const std::vector<float>& a, const std::vector<float
   return c;
 }
 
-std::vector<float> host(const Tensor& t) { return t.to(kCPU).to(kFloat32).contiguous().tolist<float>(); }
+std::vector<float> host(const Tensor& t) {
+  return t.to(kCPU).to(kFloat32).contiguous().tolist<float>();
+}
 
 // The largest difference beyond the rounding of a 16-bit result (half an ulp: 2^-8 relative for
 // bf16, 2^-11 for f16), given the double values it rounds.

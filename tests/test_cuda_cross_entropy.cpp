@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "tapegrad/cuda/counters.h"
 #include "support/gpu.h"
+#include "tapegrad/cuda/counters.h"
 #include "test_util.h"
 
 namespace tapegrad {
@@ -145,8 +145,7 @@ TEST(CrossEntropyReduced, EmptyBatch) {
   Tensor z = zeros({0, 4}, TensorOptions(kFloat64));
   Tensor t = zeros({0}, TensorOptions(kInt64));
   EXPECT_EQ(cross_entropy(z, t, options(Reduction::Sum)).item(), 0.0);
-  testing::expect_error([&] { (void)cross_entropy(z, t, options(Reduction::Mean)); },
-                        {"cross_entropy", "empty batch"});
+  testing::expect_error([&] { (void)cross_entropy(z, t, options(Reduction::Mean)); }, {"cross_entropy", "empty batch"});
 }
 
 // Rows and classes that reach each device path: a warp per row with the reduction in the row

@@ -20,9 +20,9 @@ using testing::expect_error;
 using testing::values;
 
 // The CUDA emulation build (-DTAPEGRAD_CUDA=EMULATE) has a device but no cuDNN: its slots stay empty.
-#define SKIP_WITHOUT_CUDNN()                                                    \
-  SKIP_WITHOUT_GPU();                                                           \
-  if (backend::kernels(kCUDA).cudnn_lstm == nullptr)                            \
+#define SKIP_WITHOUT_CUDNN()                         \
+  SKIP_WITHOUT_GPU();                                \
+  if (backend::kernels(kCUDA).cudnn_lstm == nullptr) \
   GTEST_SKIP() << "cuDNN is not emulated: the CUDA emulation build has no cuDNN LSTM"
 
 struct Case {
@@ -31,7 +31,7 @@ struct Case {
   bool bidirectional = false, batch_first = false, bias = true;
   std::vector<int64_t> lengths;  // empty: every sequence has all steps
   bool lengths_on_device = false;
-  bool given_state = false;      // h0 and c0 given (and differentiated)
+  bool given_state = false;  // h0 and c0 given (and differentiated)
   bool noncontiguous_input = false;
   bool input_needs_grad = true, params_need_grad = true;
   DType dtype = kFloat32;
@@ -89,7 +89,8 @@ Result run(const Case& c, LstmImplementation implementation, Device device, int 
   Tensor w_h = randn(out.h_n.sizes(), host, &weights).to(device);
   Tensor w_c = randn(out.c_n.sizes(), host, &weights).to(device);
   Tensor loss = (out.output * w_out).sum() + (out.h_n * w_h).sum() + (out.c_n * w_c).sum();
-  for (int pass = 0; pass < backward_passes; ++pass) loss.backward(Tensor(), /*retain_graph=*/pass + 1 < backward_passes);
+  for (int pass = 0; pass < backward_passes; ++pass)
+    loss.backward(Tensor(), /*retain_graph=*/pass + 1 < backward_passes);
 
   Result r;
   r.output = out.output.detach().cpu();
@@ -138,30 +139,77 @@ std::vector<Case> parity_cases() {
   add("OneLayer", [](Case&) {});
   add("TwoLayers", [](Case& c) { c.layers = 2; });
   add("Bidirectional", [](Case& c) { c.bidirectional = true; });
-  add("TwoLayersBidirectional", [](Case& c) { c.layers = 2; c.bidirectional = true; });
-  add("BatchFirst", [](Case& c) { c.batch_first = true; c.layers = 2; });
-  add("NoBias", [](Case& c) { c.bias = false; c.layers = 2; c.bidirectional = true; });
-  add("VariableLengths", [](Case& c) { c.batch = 4; c.lengths = {6, 2, 4, 1}; });
+  add("TwoLayersBidirectional", [](Case& c) {
+    c.layers = 2;
+    c.bidirectional = true;
+  });
+  add("BatchFirst", [](Case& c) {
+    c.batch_first = true;
+    c.layers = 2;
+  });
+  add("NoBias", [](Case& c) {
+    c.bias = false;
+    c.layers = 2;
+    c.bidirectional = true;
+  });
+  add("VariableLengths", [](Case& c) {
+    c.batch = 4;
+    c.lengths = {6, 2, 4, 1};
+  });
   add("VariableLengthsBidirectionalTwoLayers", [](Case& c) {
-    c.batch = 4; c.layers = 2; c.bidirectional = true; c.lengths = {3, 6, 1, 5};
+    c.batch = 4;
+    c.layers = 2;
+    c.bidirectional = true;
+    c.lengths = {3, 6, 1, 5};
   });
   add("VariableLengthsBatchFirstOnDevice", [](Case& c) {
-    c.batch = 4; c.batch_first = true; c.bidirectional = true; c.lengths = {2, 6, 6, 4}; c.lengths_on_device = true;
+    c.batch = 4;
+    c.batch_first = true;
+    c.bidirectional = true;
+    c.lengths = {2, 6, 6, 4};
+    c.lengths_on_device = true;
   });
   add("ZeroLengthSequence", [](Case& c) {
-    c.batch = 4; c.layers = 2; c.bidirectional = true; c.lengths = {4, 0, 6, 0}; c.given_state = true;
+    c.batch = 4;
+    c.layers = 2;
+    c.bidirectional = true;
+    c.lengths = {4, 0, 6, 0};
+    c.given_state = true;
   });
   add("GivenState", [](Case& c) { c.given_state = true; });
-  add("GivenStateTwoLayersBidirectional", [](Case& c) { c.given_state = true; c.layers = 2; c.bidirectional = true; });
-  add("Everything", [](Case& c) {
-    c.layers = 3; c.bidirectional = true; c.batch_first = true; c.bias = false; c.given_state = true;
-    c.batch = 5; c.lengths = {6, 1, 3, 6, 2};
+  add("GivenStateTwoLayersBidirectional", [](Case& c) {
+    c.given_state = true;
+    c.layers = 2;
+    c.bidirectional = true;
   });
-  add("NonContiguousInput", [](Case& c) { c.noncontiguous_input = true; c.layers = 2; });
-  add("OnlyParametersNeedGrad", [](Case& c) { c.input_needs_grad = false; c.layers = 2; });
-  add("OnlyInputNeedsGrad", [](Case& c) { c.params_need_grad = false; c.given_state = true; });
+  add("Everything", [](Case& c) {
+    c.layers = 3;
+    c.bidirectional = true;
+    c.batch_first = true;
+    c.bias = false;
+    c.given_state = true;
+    c.batch = 5;
+    c.lengths = {6, 1, 3, 6, 2};
+  });
+  add("NonContiguousInput", [](Case& c) {
+    c.noncontiguous_input = true;
+    c.layers = 2;
+  });
+  add("OnlyParametersNeedGrad", [](Case& c) {
+    c.input_needs_grad = false;
+    c.layers = 2;
+  });
+  add("OnlyInputNeedsGrad", [](Case& c) {
+    c.params_need_grad = false;
+    c.given_state = true;
+  });
   add("LargerSizes", [](Case& c) {
-    c.input_size = 37; c.hidden = 48; c.layers = 2; c.bidirectional = true; c.steps = 25; c.batch = 9;
+    c.input_size = 37;
+    c.hidden = 48;
+    c.layers = 2;
+    c.bidirectional = true;
+    c.steps = 25;
+    c.batch = 9;
     c.lengths = {25, 13, 1, 25, 7, 24, 25, 2, 19};
   });
   return cases;
@@ -474,14 +522,26 @@ TEST(CudnnLstm, BadInputsAreClearErrors) {
                {"lstm (cudnn)", "float32, float64, float16 or bfloat16", "int32"});
   expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), {weights[0]}, CudnnLstmOptions()); },
                {"lstm (cudnn)", "expected 2 weights"});
-  expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), {weights[1], weights[1]}, CudnnLstmOptions()); },
-               {"lstm (cudnn)", "weight_ih", "[8, 3]"});
-  expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), {weights[0], weights[1].cpu()}, CudnnLstmOptions()); },
-               {"lstm (cudnn)", "same device"});
-  expect_error([&] { lstm_cudnn(x, zeros({1, 3, 2}, cuda), Tensor(), weights, CudnnLstmOptions()); },
-               {"lstm (cudnn)", "initial state", "[1, 2, 2]"});
-  expect_error([&] { lstm_cudnn(x, Tensor(), Tensor(), weights, CudnnLstmOptions(), tensor<int64_t>({4, 5}, {2})); },
-               {"lstm (cudnn)", "sequence length 5", "[0, 4]"});
+  expect_error(
+      [&] {
+        lstm_cudnn(x, Tensor(), Tensor(), {weights[1], weights[1]}, CudnnLstmOptions());
+      },
+      {"lstm (cudnn)", "weight_ih", "[8, 3]"});
+  expect_error(
+      [&] {
+        lstm_cudnn(x, Tensor(), Tensor(), {weights[0], weights[1].cpu()}, CudnnLstmOptions());
+      },
+      {"lstm (cudnn)", "same device"});
+  expect_error(
+      [&] {
+        lstm_cudnn(x, zeros({1, 3, 2}, cuda), Tensor(), weights, CudnnLstmOptions());
+      },
+      {"lstm (cudnn)", "initial state", "[1, 2, 2]"});
+  expect_error(
+      [&] {
+        lstm_cudnn(x, Tensor(), Tensor(), weights, CudnnLstmOptions(), tensor<int64_t>({4, 5}, {2}));
+      },
+      {"lstm (cudnn)", "sequence length 5", "[0, 4]"});
 }
 
 }  // namespace

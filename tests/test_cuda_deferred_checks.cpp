@@ -37,10 +37,16 @@ std::string error_of(F&& f) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
-Tensor logits_on(Device device) { return randn({4, 10}).to(device); }
-Tensor bad_targets(Device device) { return tensor<int64_t>({1, 0, 12, 3}).to(device); }
+Tensor logits_on(Device device) {
+  return randn({4, 10}).to(device);
+}
+Tensor bad_targets(Device device) {
+  return tensor<int64_t>({1, 0, 12, 3}).to(device);
+}
 
 const char* kCrossEntropyMessage = "cross_entropy: target 12 at position 2 is out of range for 10 classes";
 
@@ -149,9 +155,9 @@ TEST(DeferredChecks, LstmLengths) {
   const int64_t steps = 5, batch = 2, hidden = 3;
   auto on_gpu = [&](const Shape& s) { return randn(s).to(kGpu); };
   Tensor lengths = tensor<int64_t>({5, 6}).to(kGpu);
-  LstmLayerOutput r = lstm_layer(on_gpu({steps, batch, 4}), on_gpu({batch, hidden}), on_gpu({batch, hidden}),
-                                 on_gpu({4 * hidden, 4}), on_gpu({4 * hidden, hidden}), on_gpu({4 * hidden}),
-                                 on_gpu({4 * hidden}), lengths);
+  LstmLayerOutput r =
+      lstm_layer(on_gpu({steps, batch, 4}), on_gpu({batch, hidden}), on_gpu({batch, hidden}), on_gpu({4 * hidden, 4}),
+                 on_gpu({4 * hidden, hidden}), on_gpu({4 * hidden}), on_gpu({4 * hidden}), lengths);
   const std::string message = error_of([&] { (void)r.output.to(kCPU); });
   EXPECT_TRUE(contains(message, "lstm: sequence length 6 is outside [0, 5]")) << message;
 }

@@ -21,9 +21,9 @@ namespace {
 using testing::expect_error;
 
 // Graphs need the caching allocator (their private pool); the sanitizer runs turn it off.
-#define SKIP_WITHOUT_GRAPHS()                                                                        \
-  SKIP_WITHOUT_GPU();                                                                               \
-  if (!cuda::caching_allocator_enabled())                                                           \
+#define SKIP_WITHOUT_GRAPHS()             \
+  SKIP_WITHOUT_GPU();                     \
+  if (!cuda::caching_allocator_enabled()) \
   GTEST_SKIP() << "TAPEGRAD_CUDA_CACHING_ALLOCATOR=0: cuda::Graph needs the caching allocator's pools"
 
 constexpr int kWarmup = 2;
@@ -359,7 +359,7 @@ TEST(CudaGraph, ResetGivesThePoolsMemoryBack) {
   }
   graph.replay();
   EXPECT_GT(cuda::memory_reserved(), baseline);  // the pool's segments
-  cuda::empty_cache();                            // does not touch a live graph's pool
+  cuda::empty_cache();                           // does not touch a live graph's pool
   EXPECT_GT(cuda::memory_reserved(), baseline);
   testing::expect_close(out.cpu(), std::vector<double>(4096, 3.0));
   // The output still holds pool memory at reset: that segment stays until the tensor goes.
@@ -391,8 +391,8 @@ std::pair<std::vector<Tensor>, StateDict> adam_steps(Device device, const optim:
   Generator g(21);
   std::vector<Tensor> params{randn({5, 7}, {}, &g).to(device).requires_grad_(),
                              randn({7}, {}, &g).to(device).requires_grad_()};
-  std::unique_ptr<optim::Adam> opt = decoupled ? std::make_unique<optim::AdamW>(params, options)
-                                               : std::make_unique<optim::Adam>(params, options);
+  std::unique_ptr<optim::Adam> opt =
+      decoupled ? std::make_unique<optim::AdamW>(params, options) : std::make_unique<optim::Adam>(params, options);
   for (int k = 0; k < steps; ++k) {
     for (Tensor& p : params) p.set_grad(randn(p.sizes(), {}, &g).to(device));
     opt->step();
@@ -408,7 +408,7 @@ void expect_same_tensors(const std::vector<Tensor>& a, const std::vector<Tensor>
 TEST(CapturableAdam, EqualsPlainAdamOnCpu) {
   for (bool amsgrad : {false, true})
     for (bool foreach : {true, false}) {
-      const auto options = optim::AdamOptions(3e-2).weight_decay(1e-2).amsgrad(amsgrad).foreach(foreach);
+      const auto options = optim::AdamOptions(3e-2).weight_decay(1e-2).amsgrad(amsgrad).foreach (foreach);
       auto plain = adam_steps(kCPU, options, 5);
       auto capturable = adam_steps(kCPU, optim::AdamOptions(options).capturable(true), 5);
       expect_same_tensors(plain.first, capturable.first);
@@ -421,7 +421,7 @@ TEST(CapturableAdam, EqualsPlainAdamOnCpu) {
 TEST(CapturableAdam, EqualsPlainAdamOnGpu) {
   SKIP_WITHOUT_GPU();
   for (bool foreach : {true, false}) {
-    const auto options = optim::AdamOptions(3e-2).amsgrad(true).foreach(foreach);
+    const auto options = optim::AdamOptions(3e-2).amsgrad(true).foreach (foreach);
     auto plain = adam_steps(kCUDA, options, 4);
     auto capturable = adam_steps(kCUDA, optim::AdamOptions(options).capturable(true), 4);
     expect_same_tensors(plain.first, capturable.first);

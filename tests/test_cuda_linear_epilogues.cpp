@@ -43,7 +43,9 @@ EpilogueCounts epilogue_counts() {
   return {};
 #endif
 }
-bool counts_available() { return epilogue_counts().bias >= 0; }
+bool counts_available() {
+  return epilogue_counts().bias >= 0;
+}
 
 // Empties the CUDA table's gemm_bias slots for a scope, so linear takes the plain path.
 struct WithoutEpilogueSlots {
@@ -139,8 +141,7 @@ TEST(CudaLinearEpilogues, TransposedAndPaddedInputsRunFused) {
 TEST(CudaLinearEpilogues, LayoutsItCannotTakeFallBackCorrectly) {
   SKIP_WITHOUT_GPU();
   // A start 4 bytes past an aligned address: cuBLASLt's algorithms are chosen for 16-byte alignment.
-  check_against_cpu({6, 5, 4}, true, false, "misaligned x", [](const Tensor& x) { return x.narrow(1, 1, 5); },
-                    {6, 6});
+  check_against_cpu({6, 5, 4}, true, false, "misaligned x", [](const Tensor& x) { return x.narrow(1, 1, 5); }, {6, 6});
   // Every row the same memory (stride 0): no cuBLASLt layout reads it without a copy.
   check_against_cpu({6, 5, 4}, true, false, "broadcast x", [](const Tensor& x) { return x.expand({6, 5}); }, {1, 5});
   // Unit dimensions: batch 1, one feature in, one feature out.
@@ -274,8 +275,8 @@ class EmulatedCublasLt : public ::testing::Test {
   }
   cublasStatus_t matmul(const void* a_ptr, const cublasLtMatmulAlgo_t& algo) {
     const float alpha = 1, beta = 0;
-    return cublasLtMatmul(handle, desc, &alpha, a_ptr, la, b.data_ptr(), lb, &beta, d.data_ptr(), ld, d.data_ptr(),
-                          ld, &algo, nullptr, 0, nullptr);
+    return cublasLtMatmul(handle, desc, &alpha, a_ptr, la, b.data_ptr(), lb, &beta, d.data_ptr(), ld, d.data_ptr(), ld,
+                          &algo, nullptr, 0, nullptr);
   }
 
   cublasLtHandle_t handle = nullptr;

@@ -164,17 +164,19 @@ std::vector<Case> cases() {
       {T, 5, 4, 20, true, true},
       {T, 4, 3, 12, false, true, kFloat64, kFloat64},
       {T, 4, 3, 12, true, false, kFloat32, kBFloat16},
-      {T, 32, 3, 8, false, true},                          // the largest persistent batch
+      {T, 32, 3, 8, false, true},                             // the largest persistent batch
       {T, 33, 3, 8, false, true, kFloat32, kFloat32, false},  // one row more: per step
       {T, 40, 3, 8, true, true, kFloat32, kBFloat16, false},
       {T, 40, 3, 8, true, false, kFloat64, kFloat64, false},
-      {2, 2, 3, 512, false, true},                     // H = 512 on the persistent kernel
+      {2, 2, 3, 512, false, true},                              // H = 512 on the persistent kernel
       {2, 1, 3, 1536, true, false, kFloat32, kFloat32, false},  // beyond its shared memory: per step
   };
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, CudaLstmRecurrence, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return "case" + std::to_string(info.index); });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return "case" + std::to_string(info.index);
+                         });
 
 // 16-bit tensors take the per-step path (the persistent kernel runs float and double): against
 // the CPU layer in float32 on the same (bf16-representable) values.

@@ -30,17 +30,26 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<DType> kAllDtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool};
 
-bool is_half(DType dt) { return dt == kFloat16 || dt == kBFloat16; }
-bool is_int(DType dt) { return dt == kInt32 || dt == kInt64; }
+bool is_half(DType dt) {
+  return dt == kFloat16 || dt == kBFloat16;
+}
+bool is_int(DType dt) {
+  return dt == kInt32 || dt == kInt64;
+}
 
 // Math through libm on the CPU and CUDA's math library on the GPU: a few ulps apart.
 Tol math_tol(DType dt) {
   switch (dt) {
-    case kFloat32: return {1e-5, 1e-6};
-    case kFloat64: return {1e-12, 1e-12};
-    case kFloat16: return {2e-3, 1e-5};    // one f16 ulp: results are rounded from float on both sides
-    case kBFloat16: return {1.6e-2, 1e-5};  // one bf16 ulp
-    default: return kExact;
+    case kFloat32:
+      return {1e-5, 1e-6};
+    case kFloat64:
+      return {1e-12, 1e-12};
+    case kFloat16:
+      return {2e-3, 1e-5};  // one f16 ulp: results are rounded from float on both sides
+    case kBFloat16:
+      return {1.6e-2, 1e-5};  // one bf16 ulp
+    default:
+      return kExact;
   }
 }
 
@@ -65,14 +74,23 @@ struct Layout {
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> all = {
       {"contiguous", [](const Shape& s) { return s; }, [](const Tensor& b, const Shape&) { return b; }},
-      {"transposed", [](const Shape& s) { return Shape{s[1], s[0]}; },
+      {"transposed",
+       [](const Shape& s) {
+         return Shape{s[1], s[0]};
+       },
        [](const Tensor& b, const Shape&) { return b.t(); }},
-      {"strided", [](const Shape& s) { return Shape{s[0], 2 * s[1]}; },
+      {"strided",
+       [](const Shape& s) {
+         return Shape{s[0], 2 * s[1]};
+       },
        [](const Tensor& b, const Shape& s) { return b.slice(1, 0, 2 * s[1], 2); }},
       // Contiguous, but one element into its storage: defeats the aligned vector path.
       {"misaligned", [](const Shape& s) { return Shape{s[0] * s[1] + 1}; },
        [](const Tensor& b, const Shape& s) { return b.narrow(0, 1, s[0] * s[1]).view(s); }},
-      {"broadcast_row", [](const Shape& s) { return Shape{1, s[1]}; },
+      {"broadcast_row",
+       [](const Shape& s) {
+         return Shape{1, s[1]};
+       },
        [](const Tensor& b, const Shape& s) { return b.expand(s); }},
       {"broadcast_scalar", [](const Shape&) { return Shape{}; },
        [](const Tensor& b, const Shape& s) { return b.expand(s); }},
@@ -89,7 +107,9 @@ const Layout& layout(const std::string& name) {
 // The rows of the large 2-D shape [rows, 1021]: a million elements span more blocks than one launch
 // of the strided pointwise grid (and load a GPU); on the emulator, which runs every thread on the
 // CPU, 131 rows keep it multi-block, and CudaPointwise.GridStrideSizes covers the grid-stride loop.
-int64_t large_rows() { return testing::gpu_size(1031, 131); }
+int64_t large_rows() {
+  return testing::gpu_size(1031, 131);
+}
 
 // Odd sizes (1, 3, 1023, 2^20 + 7) and a large 2-D one, as [m, n]. The large ones run for the
 // layouts that take different kernel paths (vectorised, strided 2-D, strided 1-D) and stay out of
@@ -97,11 +117,8 @@ int64_t large_rows() { return testing::gpu_size(1031, 131); }
 const std::vector<Shape> kSmallShapes = {{1, 1}, {1, 3}, {3, 341}};
 // The large shapes span many blocks (and, on a GPU, load it); the emulator keeps them multi-block.
 const std::vector<Shape>& all_shapes() {
-  static const std::vector<Shape> shapes = {{1, 1},
-                                            {1, 3},
-                                            {3, 341},
-                                            {1, testing::gpu_size((1 << 20) + 7, (1 << 16) + 7)},
-                                            {large_rows(), 1021}};
+  static const std::vector<Shape> shapes = {
+      {1, 1}, {1, 3}, {3, 341}, {1, testing::gpu_size((1 << 20) + 7, (1 << 16) + 7)}, {large_rows(), 1021}};
   return shapes;
 }
 const std::vector<Shape>& shapes_for(const std::string& layout_name) {
@@ -227,8 +244,8 @@ TEST(CudaFill, EveryDtypeAndStridedViews) {
       for (const Shape& shape : {Shape{1}, Shape{3}, Shape{1023}, Shape{(1 << 20) + 7}}) {
         std::ostringstream what;
         what << "full " << value;
-        expect_parity(full(shape, value, TensorOptions(dt).device(kCUDA)), full(shape, value, TensorOptions(dt)), kExact,
-                      what.str());
+        expect_parity(full(shape, value, TensorOptions(dt).device(kCUDA)), full(shape, value, TensorOptions(dt)),
+                      kExact, what.str());
       }
       // Transposed and every-other-column views: only the viewed elements change.
       Tensor base_cpu = uniform_cpu({6, 10}, dt, 9, -5, 5), base_cuda = base_cpu.to(kCUDA);
@@ -348,8 +365,8 @@ TEST(CudaUnary, EveryOpLayoutAndSize) {
     for (const Layout& l : layouts()) {
       for (const Shape& shape : shapes_for(l.name)) {
         for (DType dt : {kFloat32, kFloat64}) {
-          check_op([&](const std::vector<Tensor>& in) { return c.fn(in[0]); },
-                   {operand(l, shape, dt, 21, c.lo, c.hi)}, math_tol(dt), label(c.name, l, shape));
+          check_op([&](const std::vector<Tensor>& in) { return c.fn(in[0]); }, {operand(l, shape, dt, 21, c.lo, c.hi)},
+                   math_tol(dt), label(c.name, l, shape));
         }
       }
     }
@@ -363,7 +380,8 @@ TEST(CudaUnary, HalfTypesComputeInFloat) {
       for (const Shape& shape : {Shape{1, 3}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
         for (DType dt : {kFloat16, kBFloat16}) {
           check_op([&](const std::vector<Tensor>& in) { return c.fn(in[0]); },
-                   {operand(layout(name), shape, dt, 22, c.lo, c.hi)}, math_tol(dt), label(c.name, layout(name), shape));
+                   {operand(layout(name), shape, dt, 22, c.lo, c.hi)}, math_tol(dt),
+                   label(c.name, layout(name), shape));
         }
       }
     }
@@ -466,8 +484,8 @@ const std::vector<BinaryCase>& binary_cases() {
 
 // (layout of a, layout of b) pairs: every layout appears on both sides.
 const std::vector<std::pair<const char*, const char*>> kLayoutPairs = {
-    {"contiguous", "contiguous"}, {"transposed", "broadcast_row"}, {"strided", "broadcast_scalar"},
-    {"misaligned", "contiguous"}, {"broadcast_row", "transposed"}, {"contiguous", "misaligned"},
+    {"contiguous", "contiguous"},   {"transposed", "broadcast_row"}, {"strided", "broadcast_scalar"},
+    {"misaligned", "contiguous"},   {"broadcast_row", "transposed"}, {"contiguous", "misaligned"},
     {"broadcast_scalar", "strided"}};
 
 TEST(CudaBinary, EveryOpLayoutAndSize) {
@@ -503,7 +521,8 @@ TEST(CudaBinary, IntegersIncludingPowAndTrueDivision) {
     }
   }
   // 3^39 is exact (beyond double's 2^53), 3^41 wraps the same way on both devices.
-  Tensor base = tensor<int64_t>({3, 3, -3, 2, 0, 1, -1, 7}), exponent = tensor<int64_t>({39, 41, 33, 62, 0, -5, -3, -1});
+  Tensor base = tensor<int64_t>({3, 3, -3, 2, 0, 1, -1, 7}),
+         exponent = tensor<int64_t>({39, 41, 33, 62, 0, -5, -3, -1});
   expect_parity(pow(base.to(kCUDA), exponent.to(kCUDA)), pow(base, exponent), kExact, "int64 pow edge cases");
 }
 
@@ -650,8 +669,8 @@ TEST(CudaWhere, BackwardMatchesTheCpu) {
 
 TEST(CudaClamp, NumericDtypesNanAndInPlace) {
   SKIP_WITHOUT_GPU();
-  const std::vector<std::pair<double, double>> bounds = {{-1.0, 1.0}, {-kInf, 0.5}, {0.25, kInf}, {2.0, 2.0},
-                                                         {-0.7, 100.0}};
+  const std::vector<std::pair<double, double>> bounds = {
+      {-1.0, 1.0}, {-kInf, 0.5}, {0.25, kInf}, {2.0, 2.0}, {-0.7, 100.0}};
   for (DType dt : {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16}) {
     for (const char* name : {"contiguous", "transposed", "strided", "misaligned", "broadcast_row"}) {
       for (const Shape& shape : {Shape{1, 1}, Shape{3, 341}, Shape{large_rows(), 1021}}) {
@@ -727,8 +746,8 @@ TEST(CudaPointwise, GridStrideSizes) {
   Tensor big_t = uniform_cpu({2049, 2051}, kFloat32, 103, -1, 1);
   expect_parity(big_t.to(kCUDA).t().contiguous(), big_t.t().contiguous(), kExact, "big transposed copy");
   Generator g_cpu(5), g_cuda(5);
-  expect_parity(rand({(1 << 22) + 3}, TensorOptions(kFloat32).device(kCUDA), &g_cuda), rand({(1 << 22) + 3}, kFloat32, &g_cpu),
-                kExact, "big rand");
+  expect_parity(rand({(1 << 22) + 3}, TensorOptions(kFloat32).device(kCUDA), &g_cuda),
+                rand({(1 << 22) + 3}, kFloat32, &g_cpu), kExact, "big rand");
 }
 
 }  // namespace

@@ -105,7 +105,8 @@ TEST(CudaDevice, KernelsRunOnTheTensorsDeviceNotTheCurrentOne) {
     Tensor loss = add(add(cross_entropy(logits, labels.to(device)), sum(softmax(picked, 1))),
                       add(mean(max(logits, 1).values), sum(logits.t().contiguous())));
     loss.backward();
-    return std::vector<Tensor>{loss.cpu(), xd.grad().cpu(), arange(0, 7, 1, TensorOptions(kFloat32).device(device)).cpu()};
+    return std::vector<Tensor>{loss.cpu(), xd.grad().cpu(),
+                               arange(0, 7, 1, TensorOptions(kFloat32).device(device)).cpu()};
   };
   std::vector<Tensor> want = run(kCPU), got = run(one);
   for (size_t i = 0; i < want.size(); ++i) testing::expect_close(got[i], want[i], 1e-5);

@@ -63,7 +63,8 @@ std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed) {
 class LstmClassifier : public nn::UnaryModule {
  public:
   explicit LstmClassifier(uint64_t seed) : generator_(seed) {
-    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(8, 16, nn::LSTMOptions().batch_first(true), &generator_));
+    lstm_ =
+        register_module("lstm", std::make_shared<nn::LSTM>(8, 16, nn::LSTMOptions().batch_first(true), &generator_));
     head_ = register_module("head", std::make_shared<nn::Linear>(16, 4, true, &generator_));
   }
   Tensor forward(const Tensor& x) override { return head_->forward(lstm_->forward(x).h_n.select(0, 0)); }

@@ -29,7 +29,8 @@ std::string temp_path(const std::string& name) {
 
 std::string write_plain(const std::string& name, const Bytes& bytes) {
   std::string path = temp_path(name);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   return path;
 }
 
@@ -78,7 +79,9 @@ Bytes images_2x2x3() {
   return b;
 }
 
-std::vector<int64_t> ints(const Tensor& t) { return t.to(kInt64).tolist<int64_t>(); }
+std::vector<int64_t> ints(const Tensor& t) {
+  return t.to(kInt64).tolist<int64_t>();
+}
 
 TEST(ReadIdx, ParsesPlainAndGzip) {
   for (const std::string& path : {write_plain("a.idx", images_2x2x3()), write_gzip("a.idx.gz", images_2x2x3())}) {
@@ -126,8 +129,11 @@ TEST(ReadIdx, MalformedFilesThrow) {
   trailing.push_back(7);
   expect_error([&] { read_idx(write_gzip("trail", trailing)); }, {"read_idx", "trailing"});
   expect_error([&] { read_idx(write_plain("huge1", header(0x08, {0xFFFFFFFF}))); }, {"read_idx", "truncated"});
-  expect_error([&] { read_idx(write_plain("huge4", header(0x0E, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}))); },
-               {"read_idx", "too large"});
+  expect_error(
+      [&] {
+        read_idx(write_plain("huge4", header(0x0E, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF})));
+      },
+      {"read_idx", "too large"});
   Bytes short_dims = header(0x08, {2, 2, 3});
   short_dims.resize(9);
   expect_error([&] { read_idx(write_plain("dims", short_dims)); }, {"read_idx", "truncated"});
@@ -281,12 +287,14 @@ TEST(DataLoader, WorkerErrorsAreRethrownAndEarlyBreakJoins) {
   Failing data;
   DataLoader loader(data, {4});
   int seen = 0;
-  expect_error([&] {
-    for (const Example& batch : loader) {
-      EXPECT_EQ(batch.input.size(0), 4);
-      ++seen;
-    }
-  }, {"Failing::get", "13"});
+  expect_error(
+      [&] {
+        for (const Example& batch : loader) {
+          EXPECT_EQ(batch.input.size(0), 4);
+          ++seen;
+        }
+      },
+      {"Failing::get", "13"});
   EXPECT_EQ(seen, 3);
   {
     TensorDataset big = make_dataset(1000);

@@ -20,7 +20,8 @@ TEST(DistributedChecks, AgreeingCallsPass) {
   CollectiveDesc d = describe(Collective::AllReduce, zeros({4, 3}), ReduceOp::Avg);
   EXPECT_EQ(find_mismatch({d, d, d}, 1), "");
   // all_gather allows another dim 0.
-  EXPECT_EQ(find_mismatch({describe(Collective::AllGather, zeros({0, 3})), describe(Collective::AllGather, zeros({5, 3}))}, 1),
+  EXPECT_EQ(find_mismatch(
+                {describe(Collective::AllGather, zeros({0, 3})), describe(Collective::AllGather, zeros({5, 3}))}, 1),
             "");
   EXPECT_EQ(describe(Collective::AllGather, zeros({5, 3})).shape(), (Shape{5, 3}));
 }

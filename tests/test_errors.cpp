@@ -11,9 +11,15 @@ namespace {
 
 using testing::expect_error;
 
-Tensor f32(const Shape& shape) { return ones(shape, kFloat32); }
-Tensor f64(const Shape& shape) { return ones(shape, kFloat64); }
-Tensor i64(const std::vector<int64_t>& v, const Shape& shape = {}) { return tensor<int64_t>(v, shape); }
+Tensor f32(const Shape& shape) {
+  return ones(shape, kFloat32);
+}
+Tensor f64(const Shape& shape) {
+  return ones(shape, kFloat64);
+}
+Tensor i64(const std::vector<int64_t>& v, const Shape& shape = {}) {
+  return tensor<int64_t>(v, shape);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise
@@ -293,8 +299,7 @@ TEST(IndexingErrors, GatherAndScatterAdd) {
   expect_error([&] { gather(x, 2, i64({0, 0, 0}, {1, 3})); }, {"gather", "dim 2"});
   Tensor idx = i64({0, 1, 4}, {1, 3});
   expect_error([&] { scatter_add(x, 0, idx, f32({1, 3})); }, {"scatter_add", "4", "size 4"});
-  expect_error([&] { scatter_add(x, 0, tensor<double>({0, 1, 2}, {1, 3}), f32({1, 3})); },
-               {"scatter_add", "float64"});
+  expect_error([&] { scatter_add(x, 0, tensor<double>({0, 1, 2}, {1, 3}), f32({1, 3})); }, {"scatter_add", "float64"});
   expect_error([&] { scatter_add(x, 0, i64({0, 1, 2}, {1, 3}), f32({2, 3})); }, {"scatter_add", "[2, 3]", "[1, 3]"});
   expect_error([&] { scatter_add(x, 0, i64({0, 1, 2}, {1, 3}), f64({1, 3})); }, {"scatter_add", "float64", "float32"});
   expect_error([&] { scatter_add(x, 0, i64({0, 1}, {1, 2}), f32({1, 2})); }, {"scatter_add", "[1, 2]", "[4, 3]"});

@@ -3,18 +3,17 @@
 // run with an error while the last good checkpoint stays as it was. Each case runs the real binary.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <csignal>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "idx_writer.h"
 #include "tapegrad/tapegrad.h"
@@ -26,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Outcome {
-  int status;  // the exit status, or -1 when killed by a signal
+  int status;          // the exit status, or -1 when killed by a signal
   std::string output;  // stdout and stderr together
 };
 
@@ -48,7 +47,8 @@ class ExamplesCli : public ::testing::Test {
 
   Outcome run(const std::string& program, const std::string& arguments) const {
 #ifdef TAPEGRAD_EXAMPLES_DIR
-    const std::string command = std::string(TAPEGRAD_EXAMPLES_DIR) + "/" + program + " --threads 1 " + arguments + " 2>&1";
+    const std::string command =
+        std::string(TAPEGRAD_EXAMPLES_DIR) + "/" + program + " --threads 1 " + arguments + " 2>&1";
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) return {-2, "popen failed"};
     std::string output;
@@ -76,8 +76,12 @@ class ExamplesCli : public ::testing::Test {
     EXPECT_NE(r.output.find(fragment), std::string::npos) << program << " " << arguments << ":\n" << r.output;
   }
 
-  std::string data() const { return (dir_ / "data").string(); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string data() const {
+    return (dir_ / "data").string();
+  }
+  std::string path(const std::string& name) const {
+    return (dir_ / name).string();
+  }
   // mlp_fashion on the fake data set, small and quick.
   std::string fashion(const std::string& arguments) const {
     return "--device cpu --hidden 16 --batch-size 8 --data " + data() + " " + arguments;
@@ -378,7 +382,8 @@ TEST_F(CharLstmCli, TrainsCheckpointsResumesAndSamples) {
   EXPECT_EQ(done.status, 0) << done.output;
   EXPECT_NE(done.output.find("nothing to train"), std::string::npos) << done.output;
 
-  Outcome sampled = run("char_lstm", "--device cpu --resume " + ckpt + " --sample 30 --prime 'The c' --temperature 0.5");
+  Outcome sampled =
+      run("char_lstm", "--device cpu --resume " + ckpt + " --sample 30 --prime 'The c' --temperature 0.5");
   ASSERT_EQ(sampled.status, 0) << sampled.output;
   EXPECT_NE(sampled.output.find("--- greedy ---\nThe c"), std::string::npos) << sampled.output;
   EXPECT_NE(sampled.output.find("--- sampled, temperature 0.5 ---\nThe c"), std::string::npos) << sampled.output;
@@ -419,7 +424,8 @@ TEST_F(CharLstmCli, TimeLimitStopsCleanlyAndResumesMidEpoch) {
   ASSERT_EQ(whole.status, 0) << whole.output;
   auto epoch2 = [](const std::string& output) {
     const size_t from = output.find("epoch  2  train loss"), to = output.find(" bpc", from);
-    return from == std::string::npos || to == std::string::npos ? std::string("(none)") : output.substr(from, to - from);
+    return from == std::string::npos || to == std::string::npos ? std::string("(none)")
+                                                                : output.substr(from, to - from);
   };
   EXPECT_EQ(epoch2(resumed.output), epoch2(whole.output)) << resumed.output << "\n" << whole.output;
   EXPECT_NE(epoch2(whole.output), "(none)");
@@ -544,7 +550,6 @@ TEST_F(ExamplesCli, CudaGraphFlagNeedsCuda) {
   }
 }
 
-
 // Hardening: an output flag naming an input (or another output) destroyed it. Refused before any
 // file is opened, naming both flags; "same" sees through symlinks, "./", hard links and files that
 // do not exist yet. --checkpoint X --resume X stays allowed (resuming in place).
@@ -557,19 +562,22 @@ TEST_F(ExamplesCli, OutputPathsThatNameAnInputAreRefused) {
   fs::create_hard_link(ckpt, path("hard.safetensors"));
   expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --metrics " + ckpt),
                      "--metrics and --resume name the same file: '" + ckpt + "'");
-  expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --metrics-csv " + path("link.safetensors")),
+  expect_usage_error("mlp_fashion",
+                     fashion("--epochs 2 --resume " + ckpt + " --metrics-csv " + path("link.safetensors")),
                      "--metrics-csv and --resume");
   expect_usage_error("mlp_fashion", fashion("--epochs 2 --resume " + ckpt + " --profile " + path("hard.safetensors")),
                      "--profile and --resume");
-  expect_usage_error("lstm_fashion", fashion("--epochs 2 --resume " + dir_.string() + "/./ckpt.safetensors --tensorboard " + ckpt),
+  expect_usage_error("lstm_fashion",
+                     fashion("--epochs 2 --resume " + dir_.string() + "/./ckpt.safetensors --tensorboard " + ckpt),
                      "--tensorboard and --resume");
   expect_usage_error("mlp_fashion", fashion("--checkpoint " + data() + "/train-images-idx3-ubyte.gz"),
                      "--checkpoint and --data");
   EXPECT_EQ(read_bytes(ckpt), good);
   // Two outputs, neither existing yet.
-  expect_usage_error("mlp_seed", "--device cpu --batches 1 --metrics " + path("m.json") + " --profile " + dir_.string() +
-                                     "/sub/../m.json",
-                     "--metrics and --profile name the same file");
+  expect_usage_error(
+      "mlp_seed",
+      "--device cpu --batches 1 --metrics " + path("m.json") + " --profile " + dir_.string() + "/sub/../m.json",
+      "--metrics and --profile name the same file");
   EXPECT_FALSE(fs::exists(path("m.json")));
   expect_usage_error("train_demo", "--steps 1 --metrics " + path("t.json") + " --metrics-csv " + path("t.json"),
                      "--metrics and --metrics-csv");

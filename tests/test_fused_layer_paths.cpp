@@ -182,10 +182,13 @@ TEST(LstmFastPath, GradcheckBatchOneThroughLastStateOnly) {
     auto fn = [reverse](const std::vector<Tensor>& v) {
       return lstm_layer(v[0], v[1], v[2], v[3], v[4], v[5], v[6], Tensor(), reverse).h_n;
     };
-    std::vector<Tensor> in = {leaf({4, 1, 2}, 60), mul(leaf({1, 3}, 61), 0.5).detach().requires_grad_(),
+    std::vector<Tensor> in = {leaf({4, 1, 2}, 60),
+                              mul(leaf({1, 3}, 61), 0.5).detach().requires_grad_(),
                               mul(leaf({1, 3}, 62), 0.5).detach().requires_grad_(),
                               mul(leaf({12, 2}, 63), 0.5).detach().requires_grad_(),
-                              mul(leaf({12, 3}, 64), 0.5).detach().requires_grad_(), leaf({12}, 65), leaf({12}, 66)};
+                              mul(leaf({12, 3}, 64), 0.5).detach().requires_grad_(),
+                              leaf({12}, 65),
+                              leaf({12}, 66)};
     autograd::GradcheckResult r = autograd::gradcheck(fn, in);
     EXPECT_TRUE(r.ok) << r.report;
   }

@@ -86,8 +86,7 @@ TEST(FuzzRegressions, SafetensorsManyEntriesInputs) {
   const fs::path built = fs::temp_directory_path() / ("tapegrad_many_" + std::to_string(::getpid()));
   for (const auto& f : files) {
     const std::string seed = file_contents(f);
-    const std::string bytes =
-        safetensors_many::build(reinterpret_cast<const uint8_t*>(seed.data()), seed.size());
+    const std::string bytes = safetensors_many::build(reinterpret_cast<const uint8_t*>(seed.data()), seed.size());
     std::ofstream(built, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     // As in the fuzz target: the whole header is parsed and validated by both loaders; the tensors
     // themselves are read only for small files.

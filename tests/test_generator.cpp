@@ -14,7 +14,9 @@ namespace {
 using testing::expect_error;
 using testing::values;
 
-std::vector<int64_t> ints(const Tensor& t) { return t.to(kInt64).tolist<int64_t>(); }
+std::vector<int64_t> ints(const Tensor& t) {
+  return t.to(kInt64).tolist<int64_t>();
+}
 
 double mean_of(const std::vector<double>& v) {
   double s = 0;
@@ -142,7 +144,8 @@ TEST_F(GeneratorThreads, ResultsDoNotDependOnTheThreadCount) {
   for (int threads : {2, 4}) {
     const auto many = draw(threads);
     ASSERT_EQ(many.size(), one.size());
-    for (size_t k = 0; k < one.size(); ++k) EXPECT_EQ(many[k], one[k]) << "draw " << k << " with " << threads << " threads";
+    for (size_t k = 0; k < one.size(); ++k)
+      EXPECT_EQ(many[k], one[k]) << "draw " << k << " with " << threads << " threads";
   }
 }
 
@@ -391,7 +394,8 @@ TEST(Distributions, LikeFactories) {
 TEST(Golden, RandFloat32Seed42) {
   Generator g(42);
   std::vector<float> got = rand({4}, kFloat32, &g).tolist<float>();
-  const std::vector<float> golden = {0.6129598617553711f, 0.9877186417579651f, 0.8258668184280396f, 0.7295992374420166f};
+  const std::vector<float> golden = {0.6129598617553711f, 0.9877186417579651f, 0.8258668184280396f,
+                                     0.7295992374420166f};
   EXPECT_EQ(got, golden);
 }
 

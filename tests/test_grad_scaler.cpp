@@ -95,7 +95,7 @@ void run_sequence(double init, double growth, double backoff, int64_t interval, 
 TEST(GradScaler, SkipGrowthAndBackoffFollowPyTorchsRule) {
   run_sequence(65536.0, 2.0, 0.5, 4, 400);
   run_sequence(1024.0, 2.0, 0.5, 1, 200);
-  run_sequence(3.0, 3.0, 0.7, 5, 400);     // scales that round in float32
+  run_sequence(3.0, 3.0, 0.7, 5, 400);  // scales that round in float32
   run_sequence(100.0, 1.5, 0.25, 9, 400);
 }
 
@@ -199,11 +199,13 @@ TEST(GradScaler, CallOrderErrors) {
   expect_error([&] { scaler.update(); }, {"GradScaler::update", "scale"});
   scaler.scale(sum(w)).backward();
   scaler.unscale_(opt);
-  expect_error([&] { scaler.unscale_(opt); },
-               {"GradScaler::unscale_", "unscale_() has already been called on this optimizer since the last update()"});
+  expect_error(
+      [&] { scaler.unscale_(opt); },
+      {"GradScaler::unscale_", "unscale_() has already been called on this optimizer since the last update()"});
   scaler.step(opt);
   expect_error([&] { scaler.unscale_(opt); }, {"unscale_() is being called after step()"});
-  expect_error([&] { scaler.step(opt); }, {"GradScaler::step", "step() has already been called since the last update()"});
+  expect_error([&] { scaler.step(opt); },
+               {"GradScaler::step", "step() has already been called since the last update()"});
   scaler.update();
   expect_error([&] { scaler.update(); }, {"GradScaler::update", "no inf checks were recorded"});
   // After update() the cycle starts again.

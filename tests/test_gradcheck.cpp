@@ -37,11 +37,17 @@ struct Input {
 };
 
 // Values in [-1, 1): fine for smooth functions, and ties or hits on a kink at 0 are improbable.
-Input in(Shape shape) { return Input{std::move(shape), -1.0, 1.0}; }
+Input in(Shape shape) {
+  return Input{std::move(shape), -1.0, 1.0};
+}
 // Strictly positive values, for log, sqrt, rsqrt, divisors and pow bases.
-Input pos(Shape shape) { return Input{std::move(shape), 0.5, 2.0}; }
+Input pos(Shape shape) {
+  return Input{std::move(shape), 0.5, 2.0};
+}
 // A custom range.
-Input range(Shape shape, double low, double high) { return Input{std::move(shape), low, high}; }
+Input range(Shape shape, double low, double high) {
+  return Input{std::move(shape), low, high};
+}
 
 struct Case {
   std::string name;  // letters, digits and underscores (it becomes the test's name)
@@ -51,10 +57,14 @@ struct Case {
 };
 
 // How gtest prints a case (instead of its bytes).
-void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.name;
+}
 
 // Integer index / target tensors.
-Tensor idx(const std::vector<int64_t>& values, const Shape& shape = {}) { return tensor<int64_t>(values, shape); }
+Tensor idx(const std::vector<int64_t>& values, const Shape& shape = {}) {
+  return tensor<int64_t>(values, shape);
+}
 
 // Pieces from split/chunk combined with a different weight each (and squared, so that each
 // element's gradient depends on its own value): a gradient routed to the wrong piece or the wrong
@@ -116,15 +126,18 @@ std::vector<Case> cases() {
   c.push_back({"square", {in({6})}, [](const Inputs& x) { return square(x[0]); }});
   c.push_back({"square_expanded", {in({3, 1})}, [](const Inputs& x) { return square(x[0].expand({2, 3, 4})); }});
   c.push_back({"leaky_relu", {in({3, 5})}, [](const Inputs& x) { return leaky_relu(x[0]); }});
-  c.push_back({"leaky_relu_negative_slope_transposed", {in({3, 5})},
-               [](const Inputs& x) { return leaky_relu(x[0].t(), -0.3); }});
+  c.push_back({"leaky_relu_negative_slope_transposed", {in({3, 5})}, [](const Inputs& x) {
+                 return leaky_relu(x[0].t(), -0.3);
+               }});
   c.push_back({"softplus", {range({3, 4}, -4, 4)}, [](const Inputs& x) { return softplus(x[0]); }});
   // beta 3, threshold 2: inputs on both sides of x = 2/3 (the linear branch has gradient 1).
-  c.push_back({"softplus_beta_threshold_expanded", {range({1, 6}, -1.5, 1.5)},
-               [](const Inputs& x) { return softplus(x[0].expand({2, 6}), 3.0, 2.0); }});
+  c.push_back({"softplus_beta_threshold_expanded", {range({1, 6}, -1.5, 1.5)}, [](const Inputs& x) {
+                 return softplus(x[0].expand({2, 6}), 3.0, 2.0);
+               }});
   c.push_back({"elu", {range({3, 4}, -3, 2)}, [](const Inputs& x) { return elu(x[0]); }});
-  c.push_back({"elu_alpha_slice_step2", {range({6, 2}, -3, 2)},
-               [](const Inputs& x) { return elu(x[0].slice(0, 1, 6, 2), 0.7); }});
+  c.push_back({"elu_alpha_slice_step2", {range({6, 2}, -3, 2)}, [](const Inputs& x) {
+                 return elu(x[0].slice(0, 1, 6, 2), 0.7);
+               }});
   c.push_back({"unary_methods", {pos({2, 3})}, [](const Inputs& x) {
                  return x[0].exp().log().sqrt().tanh().sigmoid().abs().relu();
                }});
@@ -144,9 +157,8 @@ std::vector<Case> cases() {
   c.push_back({"sub", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return sub(x[0], x[1]); }});
   c.push_back({"sub_broadcast", {in({2, 4}), in({3, 1, 4})}, [](const Inputs& x) { return sub(x[0], x[1]); }});
   c.push_back({"sub_alpha_broadcast", {in({4}), in({2, 4})}, [](const Inputs& x) { return sub(x[0], x[1], -0.75); }});
-  c.push_back({"sub_slice_step2", {in({3, 8}), in({3, 4})}, [](const Inputs& x) {
-                 return sub(x[0].slice(1, 0, 8, 2), x[1]);
-               }});
+  c.push_back(
+      {"sub_slice_step2", {in({3, 8}), in({3, 4})}, [](const Inputs& x) { return sub(x[0].slice(1, 0, 8, 2), x[1]); }});
   c.push_back({"sub_scalar", {in({5})}, [](const Inputs& x) { return sub(x[0], 0.25); }});
   c.push_back({"mul", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return mul(x[0], x[1]); }});
   c.push_back({"mul_broadcast", {in({3, 1, 4}), in({2, 4})}, [](const Inputs& x) { return mul(x[0], x[1]); }});
@@ -171,9 +183,8 @@ std::vector<Case> cases() {
   c.push_back({"pow_tensor_tensor_broadcast", {pos({3, 1, 4}), range({2, 4}, -1.5, 1.5)}, [](const Inputs& x) {
                  return pow(x[0], x[1]);
                }});
-  c.push_back({"pow_tensor_tensor_transposed", {pos({4, 3}), in({3, 4})}, [](const Inputs& x) {
-                 return pow(x[0].t(), x[1]);
-               }});
+  c.push_back(
+      {"pow_tensor_tensor_transposed", {pos({4, 3}), in({3, 4})}, [](const Inputs& x) { return pow(x[0].t(), x[1]); }});
   c.push_back({"pow_tensor_scalar", {pos({3, 4})}, [](const Inputs& x) { return pow(x[0], 2.5); }});
   c.push_back({"pow_tensor_scalar_negative_exp", {pos({5})}, [](const Inputs& x) { return pow(x[0], -1.5); }});
   c.push_back({"pow_tensor_integer_exp_negative_base", {in({2, 3})}, [](const Inputs& x) { return pow(x[0], 3.0); }});
@@ -184,9 +195,8 @@ std::vector<Case> cases() {
   c.push_back({"pow_scalar_tensor_transposed", {in({3, 4})}, [](const Inputs& x) { return pow(0.5, x[0].t()); }});
   c.push_back({"maximum", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return maximum(x[0], x[1]); }});
   c.push_back({"maximum_broadcast", {in({3, 1, 4}), in({2, 4})}, [](const Inputs& x) { return maximum(x[0], x[1]); }});
-  c.push_back({"maximum_transposed", {in({4, 3}), in({3, 4})}, [](const Inputs& x) {
-                 return maximum(x[0].t(), x[1]);
-               }});
+  c.push_back(
+      {"maximum_transposed", {in({4, 3}), in({3, 4})}, [](const Inputs& x) { return maximum(x[0].t(), x[1]); }});
   c.push_back({"maximum_scalar", {in({3, 4})}, [](const Inputs& x) { return maximum(x[0], 0.2); }});
   c.push_back({"minimum", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return minimum(x[0], x[1]); }});
   c.push_back({"minimum_broadcast", {in({2, 4}), in({3, 1, 4})}, [](const Inputs& x) { return minimum(x[0], x[1]); }});
@@ -196,9 +206,8 @@ std::vector<Case> cases() {
   c.push_back({"minimum_scalar", {in({3, 4})}, [](const Inputs& x) { return minimum(x[0], -0.1); }});
 
   // --- where and clamp ---------------------------------------------------------------------
-  c.push_back({"where", {in({3, 4}), in({3, 4})}, [](const Inputs& x) {
-                 return where(gt(x[0], x[1]), x[0] * 2.0, x[1]);
-               }});
+  c.push_back(
+      {"where", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return where(gt(x[0], x[1]), x[0] * 2.0, x[1]); }});
   c.push_back({"where_broadcast", {in({3, 4}), in({4})}, [](const Inputs& x) {
                  return where(lt(x[0], 0.0), x[0], x[1]);  // condition [3, 4], b [4]
                }});
@@ -251,9 +260,8 @@ std::vector<Case> cases() {
   c.push_back({"max_dim_transposed", {in({3, 4})}, [](const Inputs& x) { return max(x[0].t(), -1).values; }});
   c.push_back({"min_dim", {in({3, 4})}, [](const Inputs& x) { return min(x[0], 0).values; }});
   c.push_back({"min_dim_keepdim", {in({2, 3, 4})}, [](const Inputs& x) { return min(x[0], -1, true).values; }});
-  c.push_back({"min_dim_slice_step2", {in({3, 8})}, [](const Inputs& x) {
-                 return min(x[0].slice(1, 0, 8, 2), 1).values;
-               }});
+  c.push_back(
+      {"min_dim_slice_step2", {in({3, 8})}, [](const Inputs& x) { return min(x[0].slice(1, 0, 8, 2), 1).values; }});
 
   // --- Matrix products ---------------------------------------------------------------------
   c.push_back({"mm", {in({3, 4}), in({4, 5})}, [](const Inputs& x) { return mm(x[0], x[1]); }});
@@ -300,9 +308,8 @@ std::vector<Case> cases() {
   c.push_back({"linear_3d_transposed_input", {in({3, 2, 4}), in({5, 4}), in({5})}, [](const Inputs& x) {
                  return linear(x[0].transpose(0, 1), x[1], x[2]);
                }});
-  c.push_back({"linear_1d_input", {in({4}), in({5, 4}), in({5})}, [](const Inputs& x) {
-                 return linear(x[0], x[1], x[2]);
-               }});
+  c.push_back(
+      {"linear_1d_input", {in({4}), in({5, 4}), in({5})}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }});
 
   // --- Softmax -----------------------------------------------------------------------------
   c.push_back({"softmax_last_dim", {range({3, 5}, -2, 2)}, [](const Inputs& x) { return softmax(x[0], -1); }});
@@ -311,12 +318,10 @@ std::vector<Case> cases() {
   c.push_back({"softmax_transposed", {range({5, 3}, -2, 2)}, [](const Inputs& x) { return x[0].t().softmax(1); }});
   c.push_back({"log_softmax_last_dim", {range({3, 5}, -2, 2)}, [](const Inputs& x) { return log_softmax(x[0], -1); }});
   c.push_back({"log_softmax_dim0", {range({4, 3}, -2, 2)}, [](const Inputs& x) { return log_softmax(x[0], 0); }});
-  c.push_back({"log_softmax_middle_dim", {range({2, 3, 4}, -2, 2)}, [](const Inputs& x) {
-                 return log_softmax(x[0], 1);
-               }});
-  c.push_back({"log_softmax_transposed", {range({5, 3}, -2, 2)}, [](const Inputs& x) {
-                 return x[0].t().log_softmax(-1);
-               }});
+  c.push_back(
+      {"log_softmax_middle_dim", {range({2, 3, 4}, -2, 2)}, [](const Inputs& x) { return log_softmax(x[0], 1); }});
+  c.push_back(
+      {"log_softmax_transposed", {range({5, 3}, -2, 2)}, [](const Inputs& x) { return x[0].t().log_softmax(-1); }});
 
   // --- Losses ------------------------------------------------------------------------------
   auto ce = [](Reduction reduction, int64_t ignore_index = -100, double label_smoothing = 0.0) {
@@ -378,9 +383,8 @@ std::vector<Case> cases() {
                  return nll_loss(x[0].t(), idx({1, 0, 4, 2}), ce(Reduction::Mean));
                }});
   c.push_back({"mse_loss_mean", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return mse_loss(x[0], x[1]); }});
-  c.push_back({"mse_loss_sum", {in({3, 4}), in({3, 4})}, [](const Inputs& x) {
-                 return mse_loss(x[0], x[1], Reduction::Sum);
-               }});
+  c.push_back(
+      {"mse_loss_sum", {in({3, 4}), in({3, 4})}, [](const Inputs& x) { return mse_loss(x[0], x[1], Reduction::Sum); }});
   c.push_back({"mse_loss_none", {in({3, 4}), in({3, 4})}, [](const Inputs& x) {
                  return mse_loss(x[0], x[1], Reduction::None);
                }});
@@ -501,11 +505,14 @@ std::vector<Case> cases() {
                }});
   c.push_back({"clone", {in({3, 4})}, [](const Inputs& x) { return x[0].clone(); }});
   c.push_back({"clone_slice_step2", {in({3, 4})}, [](const Inputs& x) { return x[0].slice(1, 0, 4, 2).clone(); }});
-  c.push_back({"to_f32_roundtrip", {in({3, 4})}, [](const Inputs& x) { return x[0].to(kFloat32).to(kFloat64); },
+  c.push_back({"to_f32_roundtrip",
+               {in({3, 4})},
+               [](const Inputs& x) { return x[0].to(kFloat32).to(kFloat64); },
                through_f32()});
-  c.push_back({"to_f32_compute_roundtrip", {in({3, 4})}, [](const Inputs& x) {
-                 return square(x[0].t().to(kFloat32)).to(kFloat64);
-               }, through_f32()});
+  c.push_back({"to_f32_compute_roundtrip",
+               {in({3, 4})},
+               [](const Inputs& x) { return square(x[0].t().to(kFloat32)).to(kFloat64); },
+               through_f32()});
   c.push_back({"view_chain", {in({4, 3})}, [](const Inputs& x) {
                  return x[0].t().slice(1, 0, 4, 2).unsqueeze(0).expand({2, 3, 2}).permute({2, 1, 0});
                }});
@@ -626,12 +633,18 @@ std::vector<Case> cases() {
   c.push_back({"pow_int_base_tensor_exponent", {in({2, 3})}, [](const Inputs& x) {
                  return pow(idx({1, 2, 3}), x[0]);
                }});
-  c.push_back({"add_f32_operand_promotes", {in({3, 4}), in({4})}, [](const Inputs& x) {
+  c.push_back({"add_f32_operand_promotes",
+               {in({3, 4}), in({4})},
+               [](const Inputs& x) {
                  return add(x[0].to(kFloat32), x[1]) * x[1];  // f32 + f64 -> f64
-               }, through_f32()});
-  c.push_back({"cat_promotes_f32_piece", {in({2, 3}), in({1, 3})}, [](const Inputs& x) {
+               },
+               through_f32()});
+  c.push_back({"cat_promotes_f32_piece",
+               {in({2, 3}), in({1, 3})},
+               [](const Inputs& x) {
                  return cat({x[0].to(kFloat32), x[1]}, 0);
-               }, through_f32()});
+               },
+               through_f32()});
   c.push_back({"addmm_beta_zero", {in({3, 5}), in({3, 4}), in({4, 5})}, [](const Inputs& x) {
                  return addmm(x[0], x[1], x[2], 0.0, 1.0);
                }});
@@ -691,9 +704,8 @@ std::vector<Case> cases() {
   c.push_back({"maximum_same_tensor_tie", {in({3, 4})}, [](const Inputs& x) { return maximum(x[0], x[0]); }});
   c.push_back({"minimum_same_tensor_tie", {in({3, 4})}, [](const Inputs& x) { return minimum(x[0], x[0]) * x[0]; }});
   c.push_back({"pow_exponent_two", {in({3, 4})}, [](const Inputs& x) { return pow(x[0], 2.0); }});
-  c.push_back({"pow_exponent_one_and_zero", {in({3, 4})}, [](const Inputs& x) {
-                 return pow(x[0], 1.0) + pow(x[0], 0.0);
-               }});
+  c.push_back(
+      {"pow_exponent_one_and_zero", {in({3, 4})}, [](const Inputs& x) { return pow(x[0], 1.0) + pow(x[0], 0.0); }});
 
   // --- Strided and broadcast gradients reaching the backward kernels ------------------------------
   // The output is permuted (or reduced) after the op, so the op's backward receives a transposed
@@ -705,9 +717,8 @@ std::vector<Case> cases() {
   c.push_back({"bmm_grad_permuted", {in({2, 3, 4}), in({2, 4, 5})}, [](const Inputs& x) {
                  return bmm(x[0], x[1]).permute({2, 0, 1});
                }});
-  c.push_back({"softmax_grad_transposed", {range({3, 4}, -2, 2)}, [](const Inputs& x) {
-                 return softmax(x[0], 1).t();
-               }});
+  c.push_back(
+      {"softmax_grad_transposed", {range({3, 4}, -2, 2)}, [](const Inputs& x) { return softmax(x[0], 1).t(); }});
   c.push_back({"log_softmax_grad_broadcast", {range({3, 4}, -2, 2)}, [](const Inputs& x) {
                  return sum(log_softmax(x[0], 1), {0});
                }});
@@ -730,7 +741,7 @@ std::vector<Case> cases() {
   // Only the small leaves are perturbed, so the finite differences stay cheap.
   c.push_back({"parallel_pointwise_and_reduce", {in({4}), in({1})}, [](const Inputs& x) {
                  Tensor ramp = linspace(-1.0, 1.0, 20000, kFloat64).unsqueeze(1);  // [20000, 1]
-                 Tensor big = tanh(x[0].expand({20000, 4}) * ramp + x[1]);      // 80000 elements
+                 Tensor big = tanh(x[0].expand({20000, 4}) * ramp + x[1]);         // 80000 elements
                  return mean(big * big, {0});
                }});
   c.push_back({"parallel_softmax_rows", {range({4}, -2, 2)}, [](const Inputs& x) {

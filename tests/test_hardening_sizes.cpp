@@ -78,7 +78,8 @@ TEST(HardeningSizes, ArangeCountsAndIntegerRangesAreChecked) {
   expect_error([] { arange(0, 5e9, 1e9, kInt32); }, {"arange", "does not fit in int32"});
   expect_error([] { arange(-3e9, 0, 1e9, kInt32); }, {"arange", "does not fit in int32"});
   expect_error([] { arange(0, 1e20, 1e19, kInt64); }, {"arange", "does not fit in int64"});
-  EXPECT_EQ(arange(0, 4e9, 1e9, kInt64).tolist<int64_t>(), (std::vector<int64_t>{0, 1000000000, 2000000000, 3000000000}));
+  EXPECT_EQ(arange(0, 4e9, 1e9, kInt64).tolist<int64_t>(),
+            (std::vector<int64_t>{0, 1000000000, 2000000000, 3000000000}));
 }
 
 TEST(HardeningSizes, IntegerFillsAreRangeChecked) {

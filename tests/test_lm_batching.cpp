@@ -273,7 +273,9 @@ TEST(BucketBatchSampler, DropLastBoundariesAndNoShuffle) {
   }
   EXPECT_TRUE(every_batch_in_one_bucket(batches, bucket));
   // Each bucket holds one boundary interval.
-  auto interval = [&](int64_t len) { return std::upper_bound(o.boundaries.begin(), o.boundaries.end(), len) - o.boundaries.begin(); };
+  auto interval = [&](int64_t len) {
+    return std::upper_bound(o.boundaries.begin(), o.boundaries.end(), len) - o.boundaries.begin();
+  };
   for (const auto& b : s.buckets())
     for (int64_t i : b) EXPECT_EQ(interval(lengths[size_t(i)]), interval(lengths[size_t(b[0])]));
 

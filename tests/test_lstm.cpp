@@ -23,8 +23,8 @@ struct LstmInputs {
 LstmInputs make_inputs(int64_t T, int64_t B, int64_t I, int64_t H, DType dtype, bool with_lengths, uint64_t seed) {
   Generator g(seed);
   auto r = [&](Shape s, double scale) { return mul(randn(s, kFloat64, &g), scale).to(dtype).requires_grad_(); };
-  LstmInputs in{r({T, B, I}, 1.0), r({B, H}, 0.5), r({B, H}, 0.5), r({4 * H, I}, 0.4), r({4 * H, H}, 0.4),
-                r({4 * H}, 0.2), r({4 * H}, 0.2), Tensor()};
+  LstmInputs in{r({T, B, I}, 1.0),  r({B, H}, 0.5),  r({B, H}, 0.5),  r({4 * H, I}, 0.4),
+                r({4 * H, H}, 0.4), r({4 * H}, 0.2), r({4 * H}, 0.2), Tensor()};
   if (with_lengths) {
     std::vector<int64_t> lens;
     for (int64_t b = 0; b < B; ++b) lens.push_back(b == 0 ? T : std::max<int64_t>(0, T - 1 - b));
@@ -194,8 +194,11 @@ TEST(LstmLayerOp, BadInputsAreErrors) {
   expect_error([&] { lstm_layer(in.x.select(0, 0), in.h0, in.c0, in.w_ih, in.w_hh); }, {"lstm", "[T, B, I]"});
   expect_error([&] { lstm_layer(in.x, in.h0, in.c0, in.w_hh, in.w_hh); }, {"lstm", "weight_ih"});
   expect_error([&] { lstm_layer(in.x, in.h0.narrow(0, 0, 1), in.c0, in.w_ih, in.w_hh); }, {"lstm", "[1, 5]", "[2, 5]"});
-  expect_error([&] { lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, Tensor(), Tensor(), tensor<int64_t>({1, 9})); },
-               {"lstm", "length 9"});
+  expect_error(
+      [&] {
+        lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, Tensor(), Tensor(), tensor<int64_t>({1, 9}));
+      },
+      {"lstm", "length 9"});
   expect_error([&] { lstm_layer(in.x.to(kFloat64), in.h0, in.c0, in.w_ih, in.w_hh); }, {"lstm", "float32"});
 }
 
@@ -213,11 +216,12 @@ std::vector<std::string> parameter_names(const nn::Module& m) {
 
 TEST(LSTMModule, PyTorchParameterNamesAndShapes) {
   nn::LSTM lstm(3, 4, nn::LSTMOptions().num_layers(2).bidirectional(true));
-  EXPECT_EQ(parameter_names(lstm),
-            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
-                                      "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse", "weight_ih_l1",
-                                      "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_ih_l1_reverse",
-                                      "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"}));
+  EXPECT_EQ(
+      parameter_names(lstm),
+      (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
+                                "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse", "weight_ih_l1",
+                                "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_ih_l1_reverse",
+                                "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"}));
   StateDict params = lstm.named_parameters();
   EXPECT_EQ(params[0].second.sizes(), (Shape{16, 3}));
   EXPECT_EQ(params[8].second.sizes(), (Shape{16, 8}));  // layer 1 reads both directions
@@ -326,14 +330,18 @@ LayoutRun run_on_copies(const LstmInputs& in) {
 }
 
 // Bit for bit (no NaN arises here).
-bool equal(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && allclose(a, b, 0.0, 0.0); }
+bool equal(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && allclose(a, b, 0.0, 0.0);
+}
 
 void expect_same(const LayoutRun& got, const LayoutRun& want, const std::string& what) {
   EXPECT_TRUE(equal(got.output, want.output)) << what << ": output";
   EXPECT_TRUE(equal(got.grad_w_hh, want.grad_w_hh)) << what << ": grad of weight_hh";
 }
 
-int64_t made_since(const backend::WeightLayoutCounts& before) { return backend::weight_layout_counts().made - before.made; }
+int64_t made_since(const backend::WeightLayoutCounts& before) {
+  return backend::weight_layout_counts().made - before.made;
+}
 int64_t reused_since(const backend::WeightLayoutCounts& before) {
   return backend::weight_layout_counts().reused - before.reused;
 }
@@ -377,10 +385,23 @@ TEST(LstmWeightLayouts, EveryWriteToAWeightMakesAFreshLayout) {
     backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
     // Control: each write below changes the result, so a stale layout would be seen.
     const std::vector<std::pair<const char*, std::function<void()>>> writes = {
-        {"weight_ih add_", [&] { NoGradGuard g; in.w_ih.add_(0.25); }},
-        {"weight_hh mul_", [&] { NoGradGuard g; in.w_hh.mul_(-1.0); }},
-        {"bias_hh copy_", [&] { NoGradGuard g; in.b_hh.copy_(full({64}, 0.5)); }},
-        {"optimizer step", [&] {
+        {"weight_ih add_",
+         [&] {
+           NoGradGuard g;
+           in.w_ih.add_(0.25);
+         }},
+        {"weight_hh mul_",
+         [&] {
+           NoGradGuard g;
+           in.w_hh.mul_(-1.0);
+         }},
+        {"bias_hh copy_",
+         [&] {
+           NoGradGuard g;
+           in.b_hh.copy_(full({64}, 0.5));
+         }},
+        {"optimizer step",
+         [&] {
            optim::SGD opt({in.w_ih, in.w_hh, in.b_ih, in.b_hh}, optim::SGDOptions(0.5));
            opt.step();  // the gradients of the last run
          }},

@@ -224,16 +224,20 @@ TEST(LstmCheckpoint, BadOptions) {
   expect_error([] { nn::LSTM(3, 4, nn::LSTMOptions().checkpoint_segments(0)); },
                {"LSTM", "checkpoint_segments must be at least 1, got 0"});
   expect_error(
-      [] {
-        nn::LSTM(3, 4, nn::LSTMOptions().checkpoint_layers(true).implementation(nn::LstmImplementation::CuDNN));
-      },
+      [] { nn::LSTM(3, 4, nn::LSTMOptions().checkpoint_layers(true).implementation(nn::LstmImplementation::CuDNN)); },
       {"LSTM", "checkpoint_layers and checkpoint_segments", "cuDNN"});
   nn::LSTM lstm(3, 4, nn::LSTMOptions().checkpoint_segments(2));
   Tensor x = rand({5, 2, 3});
-  expect_error([&] { lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>({5, 6})); },
-               {"LSTM", "sequence length 6 is outside [0, 5]"});
-  expect_error([&] { lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>({5, 1, 2})); },
-               {"LSTM", "lengths must be [2]"});
+  expect_error(
+      [&] {
+        lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>({5, 6}));
+      },
+      {"LSTM", "sequence length 6 is outside [0, 5]"});
+  expect_error(
+      [&] {
+        lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>({5, 1, 2}));
+      },
+      {"LSTM", "lengths must be [2]"});
   EXPECT_NE(lstm.str().find("checkpoint_segments=2"), std::string::npos) << lstm.str();
 }
 

@@ -8,7 +8,9 @@ namespace {
 using nn::LstmImplementation;
 using testing::expect_error;
 
-nn::LSTMOptions cudnn_options() { return nn::LSTMOptions().implementation(LstmImplementation::CuDNN); }
+nn::LSTMOptions cudnn_options() {
+  return nn::LSTMOptions().implementation(LstmImplementation::CuDNN);
+}
 
 TEST(LstmImplementation, DefaultIsFused) {
   EXPECT_EQ(nn::LSTMOptions().implementation_, LstmImplementation::Fused);

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -316,7 +316,8 @@ TEST(MetricsLogger, CsvToAPipeIsNotReplaced) {
   const ssize_t n = ::read(reader, buffer, sizeof buffer);
   ::close(reader);
   ASSERT_GT(n, 0);
-  EXPECT_EQ(std::string(buffer, size_t(n)), "step,wall_time\nstep,wall_time,loss\n1,10,0.5\nstep,wall_time,loss,acc\n2,11,,0.5\n");
+  EXPECT_EQ(std::string(buffer, size_t(n)),
+            "step,wall_time\nstep,wall_time,loss\n1,10,0.5\nstep,wall_time,loss,acc\n2,11,,0.5\n");
 }
 
 // NaN and infinities, in values and in a given wall time, stay valid JSON (null); the CSV has
@@ -407,8 +408,8 @@ TEST(TensorBoard, TakenEventFileNameMovesOn) {
   for (long long t = now; t <= now + 2; ++t) {
     char stamp[16];
     std::snprintf(stamp, sizeof stamp, "%010lld", t);
-    const std::string planted = dir / ("events.out.tfevents." + std::string(stamp) +
-                                       rest.substr(0, rest.rfind('.')) + "." + std::to_string(n + 1));
+    const std::string planted = dir / ("events.out.tfevents." + std::string(stamp) + rest.substr(0, rest.rfind('.')) +
+                                       "." + std::to_string(n + 1));
     std::ofstream(planted) << "other";
   }
   observe::TensorBoardWriter second(dir.path().string());

@@ -12,7 +12,8 @@ using testing::expect_error;
 
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
-      std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, out)});
+      std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(hidden, out)});
 }
 
 std::vector<std::string> names(const StateDict& dict) {
@@ -28,7 +29,8 @@ TEST(Module, SequentialNamesLikePyTorch) {
   EXPECT_EQ(model->size(), 3u);
   EXPECT_EQ((*model)[0]->name(), "Linear");
   expect_error([&] { (*model)[3]; }, {"Sequential", "index 3"});
-  EXPECT_NE(model->str().find("(0): Linear(in_features=4, out_features=8, bias=true)"), std::string::npos) << model->str();
+  EXPECT_NE(model->str().find("(0): Linear(in_features=4, out_features=8, bias=true)"), std::string::npos)
+      << model->str();
 }
 
 TEST(Linear, DefaultInitialisationBounds) {
@@ -96,11 +98,11 @@ TEST(Module, LoadStateDictReportsEveryProblemAtOnce) {
   manual_seed(5);
   auto a = mlp(3, 4, 2);
   auto b = mlp(3, 4, 2);
-  StateDict bad = a->state_dict();  // 0.weight, 0.bias, 2.weight, 2.bias
-  bad[0].second = zeros({9, 9});    // shape mismatch
-  bad[2].second = zeros({2});       // shape mismatch
-  bad.pop_back();                   // missing 2.bias
-  bad.erase(bad.begin() + 1);       // missing 0.bias
+  StateDict bad = a->state_dict();           // 0.weight, 0.bias, 2.weight, 2.bias
+  bad[0].second = zeros({9, 9});             // shape mismatch
+  bad[2].second = zeros({2});                // shape mismatch
+  bad.pop_back();                            // missing 2.bias
+  bad.erase(bad.begin() + 1);                // missing 0.bias
   bad.emplace_back("3.weight", zeros({1}));  // unexpected
   bad.emplace_back("extra", zeros({1}));     // unexpected
   std::vector<double> before = testing::values(b->parameters()[0]);
@@ -109,13 +111,13 @@ TEST(Module, LoadStateDictReportsEveryProblemAtOnce) {
     ADD_FAILURE() << "expected an Error";
   } catch (const Error& e) {
     const std::string m = e.what();
-    for (const char* part : {"Error(s) in loading state_dict for Sequential",
-                             "Missing key(s) in state_dict: \"0.bias\", \"2.bias\".",
-                             "Unexpected key(s) in state_dict: \"3.weight\", \"extra\".",
-                             "size mismatch for 0.weight: copying a param with shape [9, 9] from checkpoint, the shape in "
-                             "current model is [4, 3].",
-                             "size mismatch for 2.weight: copying a param with shape [2] from checkpoint, the shape in "
-                             "current model is [2, 4]."})
+    for (const char* part :
+         {"Error(s) in loading state_dict for Sequential", "Missing key(s) in state_dict: \"0.bias\", \"2.bias\".",
+          "Unexpected key(s) in state_dict: \"3.weight\", \"extra\".",
+          "size mismatch for 0.weight: copying a param with shape [9, 9] from checkpoint, the shape in "
+          "current model is [4, 3].",
+          "size mismatch for 2.weight: copying a param with shape [2] from checkpoint, the shape in "
+          "current model is [2, 4]."})
       EXPECT_NE(m.find(part), std::string::npos) << "'" << m << "' lacks '" << part << "'";
     // PyTorch's order: missing, then unexpected, then the mismatches.
     EXPECT_LT(m.find("Missing"), m.find("Unexpected"));

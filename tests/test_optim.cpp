@@ -11,7 +11,9 @@ using testing::expect_close;
 using testing::expect_error;
 
 // Gradient for step k of the reference runs: a fixed, varied sequence.
-std::vector<double> grad_at(int k) { return {0.5 - 0.1 * k, -1.0 + 0.3 * k, 2.0 * std::cos(k)}; }
+std::vector<double> grad_at(int k) {
+  return {0.5 - 0.1 * k, -1.0 + 0.3 * k, 2.0 * std::cos(k)};
+}
 
 struct SgdRef {
   double lr, momentum, dampening, weight_decay;
@@ -44,8 +46,10 @@ std::vector<double> adam_reference(std::vector<double> p, const AdamRef& o, int 
   for (int k = 1; k <= steps; ++k) {
     std::vector<double> g = grad_at(k - 1);
     for (size_t i = 0; i < p.size(); ++i) {
-      if (o.decoupled) p[i] *= 1 - o.lr * o.weight_decay;
-      else g[i] += o.weight_decay * p[i];
+      if (o.decoupled)
+        p[i] *= 1 - o.lr * o.weight_decay;
+      else
+        g[i] += o.weight_decay * p[i];
       m[i] = o.b1 * m[i] + (1 - o.b1) * g[i];
       v[i] = o.b2 * v[i] + (1 - o.b2) * g[i] * g[i];
       vmax[i] = std::max(vmax[i], v[i]);
@@ -85,7 +89,11 @@ class SgdMatchesReference : public ::testing::TestWithParam<SgdCase> {};
 TEST_P(SgdMatchesReference, FiveSteps) {
   const SgdRef& o = GetParam().ref;
   Tensor p = tensor<double>(kStart).requires_grad_();
-  optim::SGD opt({p}, optim::SGDOptions(o.lr).momentum(o.momentum).dampening(o.dampening).weight_decay(o.weight_decay).nesterov(o.nesterov));
+  optim::SGD opt({p}, optim::SGDOptions(o.lr)
+                          .momentum(o.momentum)
+                          .dampening(o.dampening)
+                          .weight_decay(o.weight_decay)
+                          .nesterov(o.nesterov));
   run(opt, p, 5);
   expect_close(p, sgd_reference(kStart, o, 5), 1e-12);
 }
@@ -116,10 +124,13 @@ class AdamMatchesReference : public ::testing::TestWithParam<AdamCase> {};
 TEST_P(AdamMatchesReference, FiveSteps) {
   const AdamRef& o = GetParam().ref;
   Tensor p = tensor<double>(kStart).requires_grad_();
-  optim::AdamOptions options = optim::AdamOptions(o.lr).betas(o.b1, o.b2).eps(o.eps).weight_decay(o.weight_decay).amsgrad(o.amsgrad);
+  optim::AdamOptions options =
+      optim::AdamOptions(o.lr).betas(o.b1, o.b2).eps(o.eps).weight_decay(o.weight_decay).amsgrad(o.amsgrad);
   std::unique_ptr<optim::Optimizer> opt;
-  if (o.decoupled) opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, options);
-  else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, options);
+  if (o.decoupled)
+    opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, options);
+  else
+    opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, options);
   run(*opt, p, 5);
   expect_close(p, adam_reference(kStart, o, 5), 1e-12);
 }

@@ -62,7 +62,7 @@ TEST(OptimStateFollows, SgdMomentumAfterModuleToFloat64) {
 TEST(OptimStateFollows, AmsgradAndForeachOffAfterDtypeChange) {
   manual_seed(0);
   auto lin = std::make_shared<nn::Linear>(256, 256);
-  optim::Adam opt(lin->parameters(), optim::AdamOptions().amsgrad(true).foreach(false));
+  optim::Adam opt(lin->parameters(), optim::AdamOptions().amsgrad(true).foreach (false));
   train_step(*lin, opt);
   lin->to(kFloat64);
   train_step(*lin, opt);

@@ -1,7 +1,6 @@
 // autograd::register_post_accumulate_grad_hook: when it runs, what it sees, and its errors.
 // Values are small integers, so every expected gradient is exact.
 #include "tapegrad/autograd/hooks.h"
-
 #include "test_util.h"
 
 namespace tapegrad {
@@ -72,8 +71,8 @@ TEST(PostAccumulateGradHook, SurvivesSetDataAndModuleTo) {
 
 TEST(PostAccumulateGradHook, AnExceptionInAHookReachesTheCaller) {
   Tensor w = leaf({1});
-  auto handle = autograd::register_post_accumulate_grad_hook(
-      w, [](const Tensor&) { throw Error("hook failed on purpose"); });
+  auto handle =
+      autograd::register_post_accumulate_grad_hook(w, [](const Tensor&) { throw Error("hook failed on purpose"); });
   testing::expect_error([&] { w.sum().backward(); }, {"hook failed on purpose"});
 }
 

@@ -1,6 +1,7 @@
 // safetensors checkpoints: round trips, the exact bytes on disk, a golden file in the reference
 // layout, and hostile files that must fail with a clear Error instead of crashing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -9,8 +10,6 @@
 #include <iterator>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "tapegrad/io/safetensors.h"
 #include "test_util.h"
@@ -55,7 +54,9 @@ std::string le64(uint64_t n) {
 }
 
 // A file with header `json` (unpadded) followed by `data`.
-std::string file_bytes(const std::string& json, const std::string& data) { return le64(json.size()) + json + data; }
+std::string file_bytes(const std::string& json, const std::string& data) {
+  return le64(json.size()) + json + data;
+}
 
 std::string f32_bytes(const std::vector<float>& v) {
   std::string s(v.size() * 4, '\0');
@@ -71,11 +72,11 @@ TEST_F(Safetensors, RoundTripsEveryDtypeAndKeepsOrder) {
   Tensor b = gt(tensor<float>({1.f, -1.f, 2.f, 0.f}, {2, 2}), 0.0);
   Tensor f16 = tensor<float>({0.5f, -1.f, 65504.f}, {3}).to(kFloat16);
   Tensor bf16 = tensor<float>({1.f, -2.f, 256.f, 0.125f}, {1, 4}).to(kBFloat16);
-  Tensor scalar = scalar_tensor(42.0, kFloat32);   // 0-dim
+  Tensor scalar = scalar_tensor(42.0, kFloat32);  // 0-dim
   Tensor empty0 = zeros({0, 3}, kFloat32);        // no elements
   Tensor empty1 = zeros({0}, kInt64);
-  StateDict in = {{"z.f32", f32}, {"a.f64", f64}, {"i64", i64}, {"i32", i32}, {"mask", b}, {"half", f16},
-                  {"bf16", bf16}, {"scalar", scalar}, {"empty0", empty0}, {"empty1", empty1}};
+  StateDict in = {{"z.f32", f32}, {"a.f64", f64}, {"i64", i64},       {"i32", i32},       {"mask", b},
+                  {"half", f16},  {"bf16", bf16}, {"scalar", scalar}, {"empty0", empty0}, {"empty1", empty1}};
   std::string p = path("all.safetensors");
   save_safetensors(p, in);
   StateDict out = load_safetensors(p);
@@ -120,12 +121,10 @@ TEST_F(Safetensors, MetadataRoundTrips) {
 
 TEST_F(Safetensors, BytesOnDiskFollowTheSpec) {
   std::string p = path("tiny.safetensors");
-  save_safetensors(p, {{"a", tensor<int32_t>({1, -2}, {2})}, {"b", scalar_tensor(1.0, kFloat64)}},
-                   {{"k", "v"}});
+  save_safetensors(p, {{"a", tensor<int32_t>({1, -2}, {2})}, {"b", scalar_tensor(1.0, kFloat64)}}, {{"k", "v"}});
   std::string bytes = read_bytes(p);
-  const std::string json =
-      R"({"__metadata__":{"k":"v"},"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"F64","shape":[],"data_offsets":[8,16]}})";
+  const std::string json = R"({"__metadata__":{"k":"v"},"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("b":{"dtype":"F64","shape":[],"data_offsets":[8,16]}})";
   std::string padded = json + std::string((8 - json.size() % 8) % 8, ' ');
   ASSERT_EQ(padded.size() % 8, 0u);
   ASSERT_EQ(bytes.size(), 8 + padded.size() + 16);
@@ -149,13 +148,20 @@ TEST_F(Safetensors, SaveGoesThroughATemporaryFileAndReplaces) {
 
   // A failed save (bad argument) leaves the previous checkpoint untouched and no temporary file.
   std::string before = read_bytes(p);
-  expect_error([&] { save_safetensors(p, {{"x", ones({1})}, {"x", ones({1})}}); }, {"save_safetensors", "duplicate", "'x'"});
+  expect_error(
+      [&] {
+        save_safetensors(p, {{"x", ones({1})}, {"x", ones({1})}});
+      },
+      {"save_safetensors", "duplicate", "'x'"});
   expect_error([&] { save_safetensors(p, {{"u", Tensor()}}); }, {"save_safetensors", "undefined"});
   expect_error([&] { save_safetensors(p, {{"__metadata__", ones({1})}}); }, {"save_safetensors", "reserved"});
   EXPECT_EQ(read_bytes(p), before);
   EXPECT_FALSE(fs::exists(p + ".tmp"));
-  expect_error([&] { save_safetensors(path("no/such/dir/x.safetensors"), {{"w", ones({1})}}); },
-               {"save_safetensors", "cannot create"});
+  expect_error(
+      [&] {
+        save_safetensors(path("no/such/dir/x.safetensors"), {{"w", ones({1})}});
+      },
+      {"save_safetensors", "cannot create"});
 }
 
 // The bytes Python's `safetensors.torch.save_file({"weight": torch.tensor([[1., 2.], [3., 4.]])})`
@@ -211,7 +217,8 @@ struct BadFile {
 
 TEST_F(Safetensors, RejectsMalformedFilesWithUsefulErrors) {
   const std::string d16 = f32_bytes({1, 2, 3, 4});
-  auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape, const std::string& offsets) {
+  auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& offsets) {
     return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}";
   };
   const std::string good = "{" + entry("w", "F32", "[2,2]", "[0,16]") + "}";
@@ -229,19 +236,38 @@ TEST_F(Safetensors, RejectsMalformedFilesWithUsefulErrors) {
       {"missing dtype", file_bytes(R"({"w":{"shape":[4],"data_offsets":[0,16]}})", d16), {"'w'", "lacks 'dtype'"}},
       {"missing shape", file_bytes(R"({"w":{"dtype":"F32","data_offsets":[0,16]}})", d16), {"lacks 'shape'"}},
       {"missing offsets", file_bytes(R"({"w":{"dtype":"F32","shape":[4]}})", d16), {"lacks 'data_offsets'"}},
-      {"bad dtype", file_bytes("{" + entry("w", "F8_E4M3", "[16]", "[0,16]") + "}", d16), {"unsupported dtype 'F8_E4M3'"}},
-      {"dtype not a string", file_bytes(R"({"w":{"dtype":5,"shape":[4],"data_offsets":[0,16]}})", d16), {"dtype must be a string"}},
+      {"bad dtype",
+       file_bytes("{" + entry("w", "F8_E4M3", "[16]", "[0,16]") + "}", d16),
+       {"unsupported dtype 'F8_E4M3'"}},
+      {"dtype not a string",
+       file_bytes(R"({"w":{"dtype":5,"shape":[4],"data_offsets":[0,16]}})", d16),
+       {"dtype must be a string"}},
       {"negative shape", file_bytes("{" + entry("w", "F32", "[-2,-2]", "[0,16]") + "}", d16), {"shape[0]", "negative"}},
-      {"float shape", file_bytes("{" + entry("w", "F32", "[2.0,2]", "[0,16]") + "}", d16), {"shape[0]", "non-negative integer"}},
+      {"float shape",
+       file_bytes("{" + entry("w", "F32", "[2.0,2]", "[0,16]") + "}", d16),
+       {"shape[0]", "non-negative integer"}},
       {"shape not an array", file_bytes("{" + entry("w", "F32", "4", "[0,16]") + "}", d16), {"shape must be an array"}},
-      {"shape that wraps to zero", file_bytes("{" + entry("w", "F32", "[4294967296,4294967296]", "[0,0]") + "}", ""), {"too large"}},
-      {"overflowing shape", file_bytes("{" + entry("w", "F32", "[4294967296,4294967296,16]", "[0,16]") + "}", d16), {"too large"}},
-      {"offsets of wrong arity", file_bytes("{" + entry("w", "F32", "[4]", "[0]") + "}", d16), {"data_offsets must be an array"}},
-      {"negative offset", file_bytes("{" + entry("w", "F32", "[0]", "[-4,-4]") + "}", d16), {"data_offsets[0]", "negative"}},
+      {"shape that wraps to zero",
+       file_bytes("{" + entry("w", "F32", "[4294967296,4294967296]", "[0,0]") + "}", ""),
+       {"too large"}},
+      {"overflowing shape",
+       file_bytes("{" + entry("w", "F32", "[4294967296,4294967296,16]", "[0,16]") + "}", d16),
+       {"too large"}},
+      {"offsets of wrong arity",
+       file_bytes("{" + entry("w", "F32", "[4]", "[0]") + "}", d16),
+       {"data_offsets must be an array"}},
+      {"negative offset",
+       file_bytes("{" + entry("w", "F32", "[0]", "[-4,-4]") + "}", d16),
+       {"data_offsets[0]", "negative"}},
       {"begin after end", file_bytes("{" + entry("w", "F32", "[0]", "[16,0]") + "}", d16), {"begin 16 > end 0"}},
-      {"size mismatch", file_bytes("{" + entry("w", "F32", "[3]", "[0,16]") + "}", d16), {"size mismatch", "needs 12 bytes", "span 16"}},
-      {"offsets past the data", file_bytes("{" + entry("w", "F32", "[8]", "[0,32]") + "}", d16), {"'w'", "past the data section"}},
-      {"huge offsets", file_bytes("{" + entry("w", "F32", "[1]", "[18446744073709551612,18446744073709551616]") + "}", d16),
+      {"size mismatch",
+       file_bytes("{" + entry("w", "F32", "[3]", "[0,16]") + "}", d16),
+       {"size mismatch", "needs 12 bytes", "span 16"}},
+      {"offsets past the data",
+       file_bytes("{" + entry("w", "F32", "[8]", "[0,32]") + "}", d16),
+       {"'w'", "past the data section"}},
+      {"huge offsets",
+       file_bytes("{" + entry("w", "F32", "[1]", "[18446744073709551612,18446744073709551616]") + "}", d16),
        {"data_offsets[1]"}},
       {"overlapping tensors",
        file_bytes("{" + entry("a", "F32", "[3]", "[0,12]") + "," + entry("b", "F32", "[2]", "[8,16]") + "}", d16),
@@ -254,8 +280,12 @@ TEST_F(Safetensors, RejectsMalformedFilesWithUsefulErrors) {
       {"duplicate keys",
        file_bytes("{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("w", "F32", "[2]", "[8,16]") + "}", d16),
        {"duplicate key 'w'"}},
-      {"metadata not strings", file_bytes(R"({"__metadata__":{"step":3},)" + good.substr(1), d16), {"__metadata__", "'step'", "string"}},
-      {"metadata not an object", file_bytes(R"({"__metadata__":"x",)" + good.substr(1), d16), {"__metadata__ must be an object"}},
+      {"metadata not strings",
+       file_bytes(R"({"__metadata__":{"step":3},)" + good.substr(1), d16),
+       {"__metadata__", "'step'", "string"}},
+      {"metadata not an object",
+       file_bytes(R"({"__metadata__":"x",)" + good.substr(1), d16),
+       {"__metadata__ must be an object"}},
   };
   std::string p = path("bad.safetensors");
   for (const BadFile& c : cases) {
@@ -268,7 +298,8 @@ TEST_F(Safetensors, RejectsMalformedFilesWithUsefulErrors) {
   // The metadata reader validates the same way and names itself.
   write_bytes(p, file_bytes("[]", ""));
   expect_error([&] { load_safetensors_metadata(p); }, {"load_safetensors_metadata: ", "must be a JSON object"});
-  expect_error([&] { load_safetensors(path("missing.safetensors")); }, {"load_safetensors", "missing.safetensors", "cannot open"});
+  expect_error([&] { load_safetensors(path("missing.safetensors")); },
+               {"load_safetensors", "missing.safetensors", "cannot open"});
 }
 
 TEST_F(Safetensors, AcceptsOddButValidFiles) {
@@ -276,13 +307,17 @@ TEST_F(Safetensors, AcceptsOddButValidFiles) {
   std::string p = path("odd.safetensors");
   write_bytes(p, file_bytes("{}", ""));
   EXPECT_TRUE(load_safetensors(p).empty());
-  write_bytes(p, file_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"extra":1}}   )", f32_bytes({1, 2, 3, 4})));
+  write_bytes(p, file_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"extra":1}}   )",
+                            f32_bytes({1, 2, 3, 4})));
   StateDict out = load_safetensors(p);
   ASSERT_EQ(out.size(), 1u);
   expect_close(out[0].second, {1, 2, 3, 4});
   // Header order differs from data order: loading follows the data offsets.
-  write_bytes(p, file_bytes(R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                            f32_bytes({1, 2})));
+  write_bytes(
+      p,
+      file_bytes(
+          R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+          f32_bytes({1, 2})));
   out = load_safetensors(p);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].first, "a");

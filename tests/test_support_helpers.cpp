@@ -14,10 +14,18 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor planted() { return tensor<double>({1.0, 2.0, 3.0, kNaN, kInf}); }
-Tensor off_by_a_tenth() { return tensor<double>({1.0, 2.0, 3.1, kNaN, kInf}); }
-Tensor nan_for_a_number() { return tensor<double>({1.0, 2.0, 3.0, 4.0, kInf}); }
-Tensor finite_for_infinity() { return tensor<double>({1.0, 2.0, 3.0, kNaN, 1e308}); }
+Tensor planted() {
+  return tensor<double>({1.0, 2.0, 3.0, kNaN, kInf});
+}
+Tensor off_by_a_tenth() {
+  return tensor<double>({1.0, 2.0, 3.1, kNaN, kInf});
+}
+Tensor nan_for_a_number() {
+  return tensor<double>({1.0, 2.0, 3.0, 4.0, kInf});
+}
+Tensor finite_for_infinity() {
+  return tensor<double>({1.0, 2.0, 3.0, kNaN, 1e308});
+}
 
 TEST(ParityHelper, CatchesPlantedMismatches) {
   EXPECT_NONFATAL_FAILURE(testing::expect_allclose(off_by_a_tenth(), planted(), {1e-3, 0}, "tenth"), "element 2");

@@ -17,9 +17,13 @@ using testing::expect_close;
 using testing::expect_error;
 using testing::values;
 
-bool same_storage(const Tensor& a, const Tensor& b) { return a.storage().get() == b.storage().get(); }
+bool same_storage(const Tensor& a, const Tensor& b) {
+  return a.storage().get() == b.storage().get();
+}
 
-std::vector<int64_t> ints(const Tensor& t) { return t.to(kInt64).tolist<int64_t>(); }
+std::vector<int64_t> ints(const Tensor& t) {
+  return t.to(kInt64).tolist<int64_t>();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Device
@@ -73,8 +77,8 @@ TEST(Device, PrintsThroughOstream) {
 }
 
 TEST(Device, RejectsInvalidSpecs) {
-  for (const char* spec : {"gpu", "", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cpu:1", "cuda1", " cpu", "cuda:1:2",
-                           "cuda:1234567"}) {
+  for (const char* spec :
+       {"gpu", "", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cpu:1", "cuda1", " cpu", "cuda:1:2", "cuda:1234567"}) {
     SCOPED_TRACE(spec);
     expect_error([&] { Device d(spec); }, {"Device"});
   }
@@ -125,12 +129,24 @@ TEST(DType, ParseAcceptsNamesAndAliases) {
     const char* name;
     DType dtype;
   };
-  for (const Case& c : std::vector<Case>{{"float32", kFloat32},  {"f32", kFloat32},  {"float", kFloat32},
-                                         {"float64", kFloat64},  {"f64", kFloat64},  {"double", kFloat64},
-                                         {"float16", kFloat16},  {"f16", kFloat16},  {"half", kFloat16},
-                                         {"bfloat16", kBFloat16}, {"bf16", kBFloat16}, {"int32", kInt32},
-                                         {"i32", kInt32},        {"int", kInt32},    {"int64", kInt64},
-                                         {"i64", kInt64},        {"long", kInt64},   {"bool", kBool}}) {
+  for (const Case& c : std::vector<Case>{{"float32", kFloat32},
+                                         {"f32", kFloat32},
+                                         {"float", kFloat32},
+                                         {"float64", kFloat64},
+                                         {"f64", kFloat64},
+                                         {"double", kFloat64},
+                                         {"float16", kFloat16},
+                                         {"f16", kFloat16},
+                                         {"half", kFloat16},
+                                         {"bfloat16", kBFloat16},
+                                         {"bf16", kBFloat16},
+                                         {"int32", kInt32},
+                                         {"i32", kInt32},
+                                         {"int", kInt32},
+                                         {"int64", kInt64},
+                                         {"i64", kInt64},
+                                         {"long", kInt64},
+                                         {"bool", kBool}}) {
     SCOPED_TRACE(c.name);
     EXPECT_EQ(parse_dtype(c.name), c.dtype);
   }
@@ -162,8 +178,7 @@ TEST(DType, FloatingAndIntegralPredicates) {
 TEST(DType, PromotionTableMatchesPyTorch) {
   const std::vector<DType> order = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool};
   // Row/column order as in `order`; entries are torch.promote_types(row, col).
-  const DType F32 = kFloat32, F64 = kFloat64, F16 = kFloat16, BF = kBFloat16, I32 = kInt32, I64 = kInt64,
-              B = kBool;
+  const DType F32 = kFloat32, F64 = kFloat64, F16 = kFloat16, BF = kBFloat16, I32 = kInt32, I64 = kInt64, B = kBool;
   const DType table[7][7] = {
       /* f32  */ {F32, F64, F32, F32, F32, F32, F32},
       /* f64  */ {F64, F64, F64, F64, F64, F64, F64},
@@ -442,7 +457,9 @@ TEST(Memory, TypedDataPointerChecksDtype) {
 // ---------------------------------------------------------------------------------------------
 
 // A fresh [2, 3] f32 tensor holding 0..5.
-Tensor base23() { return arange(6, kFloat32).view({2, 3}); }
+Tensor base23() {
+  return arange(6, kFloat32).view({2, 3});
+}
 
 TEST(Views, ViewSharesStorageAndWritesReachBase) {
   Tensor base = base23();
@@ -693,8 +710,16 @@ TEST(Convert, BoolConversion) {
 }
 
 TEST(Convert, HalfRoundTripsExactValues) {
-  std::vector<float> exact = {0.0f, 1.0f, -2.0f, 0.5f, 1024.0f, 65504.0f, 0.0999755859375f, 6.103515625e-05f,
-                              5.9604644775390625e-08f /* smallest subnormal, 2^-24 */, -3.140625f};
+  std::vector<float> exact = {0.0f,
+                              1.0f,
+                              -2.0f,
+                              0.5f,
+                              1024.0f,
+                              65504.0f,
+                              0.0999755859375f,
+                              6.103515625e-05f,
+                              5.9604644775390625e-08f /* smallest subnormal, 2^-24 */,
+                              -3.140625f};
   Tensor h = tensor<float>(exact).to(kFloat16);
   EXPECT_EQ(h.dtype(), kFloat16);
   EXPECT_EQ(h.itemsize(), 2u);
@@ -705,8 +730,8 @@ TEST(Convert, HalfRoundTripsExactValues) {
 }
 
 TEST(Convert, BFloat16RoundTripsExactValues) {
-  std::vector<float> exact = {0.0f, 1.0f, -2.0f, 0.5f, 3.0f, 1.5f, 0.333984375f, std::ldexp(1.0f, 100),
-                              std::ldexp(1.0f, -100), -256.0f};
+  std::vector<float> exact = {
+      0.0f, 1.0f, -2.0f, 0.5f, 3.0f, 1.5f, 0.333984375f, std::ldexp(1.0f, 100), std::ldexp(1.0f, -100), -256.0f};
   Tensor b = tensor<float>(exact).to(kBFloat16);
   EXPECT_EQ(b.dtype(), kBFloat16);
   EXPECT_EQ(b.to(kFloat32).tolist<float>(), exact);
@@ -722,8 +747,10 @@ TEST(Convert, SixteenBitRoundingToNearest) {
   EXPECT_EQ(tensor<float>({1.0f + std::ldexp(1.0f, -11)}).to(kFloat16).item(), 1.0);
   EXPECT_EQ(tensor<float>({1.0f + 3 * std::ldexp(1.0f, -11)}).to(kFloat16).item(), 1.0 + std::ldexp(1.0, -9));
   // Overflow to infinity and NaN survive.
-  std::vector<double> special =
-      tensor<float>({70000.0f, -70000.0f, std::numeric_limits<float>::quiet_NaN()}).to(kFloat16).to(kFloat64).tolist<double>();
+  std::vector<double> special = tensor<float>({70000.0f, -70000.0f, std::numeric_limits<float>::quiet_NaN()})
+                                    .to(kFloat16)
+                                    .to(kFloat64)
+                                    .tolist<double>();
   EXPECT_TRUE(std::isinf(special[0]) && special[0] > 0);
   EXPECT_TRUE(std::isinf(special[1]) && special[1] < 0);
   EXPECT_TRUE(std::isnan(special[2]));
@@ -936,7 +963,11 @@ TEST(EmptyTensors, AreContiguousAndRandomFillsAccept) {
   EXPECT_TRUE(zeros({3, 0}).t().is_contiguous());
   EXPECT_EQ(shape_numel({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
   // Found by fuzzing the IDX reader: an empty shape whose other dims overflow int64 strides.
-  expect_error([] { zeros({0, int64_t{1} << 40, int64_t{1} << 40}); }, {"[0, 1099511627776, 1099511627776]", "too large"});
+  expect_error(
+      [] {
+        zeros({0, int64_t{1} << 40, int64_t{1} << 40});
+      },
+      {"[0, 1099511627776, 1099511627776]", "too large"});
   expect_error([] { (void)shape_numel({int64_t{1} << 40, int64_t{1} << 40}); }, {"int64"});
 }
 

@@ -80,7 +80,9 @@ TEST(Vocab, UnknownsAndSpecialsDecode) {
   Vocab v = Vocab::build({"ab"}, TokenLevel::Char);
   std::vector<int64_t> ids = v.encode("azb");
   EXPECT_EQ(ids, (std::vector<int64_t>{v.id('a'), Vocab::kUnkId, v.id('b')}));
-  EXPECT_EQ(v.decode(ids), "a\xEF\xBF\xBD" "b");  // unk as U+FFFD
+  EXPECT_EQ(v.decode(ids),
+            "a\xEF\xBF\xBD"
+            "b");  // unk as U+FFFD
   EXPECT_EQ(v.decode({Vocab::kBosId, v.id('a'), Vocab::kPadId, v.id('b'), Vocab::kEosId}), "ab");
   expect_error([&] { v.decode({v.size()}); }, {"Vocab::decode", "id 6", "[0, 6)"});
   expect_error([&] { v.symbol(Vocab::kUnkId); }, {"Vocab::symbol", "id 1"});
@@ -92,12 +94,12 @@ TEST(Vocab, InvalidUtf8IsAnErrorWithItsOffset) {
     std::string text;
     std::string offset;
   };
-  for (const Case& c : {Case{"ab\xC3\x28", "byte offset 2"},             // bad continuation byte
-                        Case{"a\xC0\xAF", "byte offset 1"},              // overlong '/'
-                        Case{"\xED\xA0\x80", "byte offset 0"},           // a UTF-16 surrogate
-                        Case{"abc\xE2\x82", "byte offset 3"},            // truncated at the end
-                        Case{"\xF4\x90\x80\x80", "byte offset 0"},       // above U+10FFFF
-                        Case{"a\x80", "byte offset 1"}}) {               // a lone continuation byte
+  for (const Case& c : {Case{"ab\xC3\x28", "byte offset 2"},        // bad continuation byte
+                        Case{"a\xC0\xAF", "byte offset 1"},         // overlong '/'
+                        Case{"\xED\xA0\x80", "byte offset 0"},      // a UTF-16 surrogate
+                        Case{"abc\xE2\x82", "byte offset 3"},       // truncated at the end
+                        Case{"\xF4\x90\x80\x80", "byte offset 0"},  // above U+10FFFF
+                        Case{"a\x80", "byte offset 1"}}) {          // a lone continuation byte
     expect_error([&] { v.encode(c.text); }, {"Vocab::encode", "invalid UTF-8", c.offset});
     expect_error([&] { Vocab::build({"x", c.text}, TokenLevel::Char); }, {"Vocab::build", "text 1", c.offset});
   }
@@ -139,16 +141,28 @@ TEST(Vocab, BadStateDictsAreClearErrors) {
   };
   expect_error([&] { Vocab::from_state_dict({good[0]}); }, {"Vocab::from_state_dict", "no entry 'vocab.level'"});
   expect_error([&] { Vocab::from_state_dict(good, "other."); }, {"no entry 'other.level'"});
-  expect_error([&] { Vocab::from_state_dict({{"vocab.symbols", ones({6})}, good[1]}); },
-               {"'vocab.symbols'", "1-D int64", "float32"});
+  expect_error(
+      [&] {
+        Vocab::from_state_dict({{"vocab.symbols", ones({6})}, good[1]});
+      },
+      {"'vocab.symbols'", "1-D int64", "float32"});
   expect_error([&] { Vocab::from_state_dict(with_symbols({-1, -2, -3, -4})); }, {"empty vocabulary"});
   expect_error([&] { Vocab::from_state_dict(with_symbols({-1, -3, -2, -4, 97})); }, {"'vocab.symbols'[1]", "-3"});
-  expect_error([&] { Vocab::from_state_dict(with_symbols({-1, -2, -3, -4, 97, 98, 97})); },
-               {"'vocab.symbols'", "symbol 97 appears twice"});
-  expect_error([&] { Vocab::from_state_dict(with_symbols({-1, -2, -3, -4, 0xD800})); },
-               {"symbol 55296", "not a valid char symbol"});
-  expect_error([&] { Vocab::from_state_dict({good[0], {"vocab.level", tensor<int64_t>({2})}}); },
-               {"'vocab.level'", "0 (char) or 1 (byte)"});
+  expect_error(
+      [&] {
+        Vocab::from_state_dict(with_symbols({-1, -2, -3, -4, 97, 98, 97}));
+      },
+      {"'vocab.symbols'", "symbol 97 appears twice"});
+  expect_error(
+      [&] {
+        Vocab::from_state_dict(with_symbols({-1, -2, -3, -4, 0xD800}));
+      },
+      {"symbol 55296", "not a valid char symbol"});
+  expect_error(
+      [&] {
+        Vocab::from_state_dict({good[0], {"vocab.level", tensor<int64_t>({2})}});
+      },
+      {"'vocab.level'", "0 (char) or 1 (byte)"});
   expect_error([&] { Vocab(TokenLevel::Byte, {256}); }, {"Vocab", "symbol 256", "byte value"});
   expect_error([&] { Vocab(TokenLevel::Char, {}); }, {"Vocab", "empty vocabulary"});
 }
@@ -157,8 +171,8 @@ TEST(SplitRecords, FortuneFormat) {
   using R = std::vector<std::string>;
   EXPECT_EQ(split_records("a\nb\n%\nc\n"), (R{"a\nb", "c"}));
   EXPECT_EQ(split_records("a\n%\nc"), (R{"a", "c"}));
-  EXPECT_EQ(split_records("a\n%\n"), (R{"a"}));               // a final separator opens no record
-  EXPECT_EQ(split_records("%\na\n%\n%\nb"), (R{"", "a", "", "b"}));  // empty pieces are kept
+  EXPECT_EQ(split_records("a\n%\n"), (R{"a"}));                       // a final separator opens no record
+  EXPECT_EQ(split_records("%\na\n%\n%\nb"), (R{"", "a", "", "b"}));   // empty pieces are kept
   EXPECT_EQ(split_records("a\r\n%\r\nb\r\n"), (R{"a\r", "b\r"}));     // "%\r" is a separator too
   EXPECT_EQ(split_records("a %\n%%\n %\nb"), (R{"a %\n%%\n %\nb"}));  // only a line of exactly "%"
   EXPECT_EQ(split_records("x\n--\ny", "--"), (R{"x", "y"}));
@@ -258,7 +272,7 @@ TEST(TextCorpus, OptionsShapeTheRecords) {
   EXPECT_EQ(c.num_records(), 3);
   EXPECT_EQ(c.num_skipped(), 1);
   EXPECT_EQ(c.train().lengths(), (std::vector<int64_t>{2, 3, 3}));  // bos + n + eos, minus one
-  o.level = TokenLevel::Byte;  // now "éé" is 4 bytes: dropped too
+  o.level = TokenLevel::Byte;                                       // now "éé" is 4 bytes: dropped too
   EXPECT_EQ(TextCorpus(file, o).num_records(), 2);
   o.level = TokenLevel::Char;
   o.max_symbols = 0;
@@ -333,16 +347,17 @@ TEST(TextCorpus, Fortunes) {
   EXPECT_LT(on.padding_share(), off.padding_share());
   std::vector<int64_t> lengths = corpus.train().lengths();
   std::sort(lengths.begin(), lengths.end());
-  std::printf("fortunes: %zu files, %lld records (%lld train, %lld valid), %lld characters, vocabulary %lld "
-              "(4 specials), %lld unknown tokens in valid; sequence length median %lld, max %lld\n",
-              corpus.files().size(), (long long)corpus.num_records(), (long long)corpus.train().size(),
-              (long long)corpus.valid().size(), (long long)corpus.num_symbols(), (long long)corpus.vocab().size(),
-              (long long)corpus.num_valid_unknown(), (long long)lengths[lengths.size() / 2],
-              (long long)lengths.back());
-  std::printf("fortunes, batch 32, one epoch: padding share %.1f%% with bucketing (%d batches per bucket), "
-              "%.1f%% without (%lld real steps)\n",
-              100 * on.padding_share(), int(BucketBatchSamplerOptions().batches_per_bucket), 100 * off.padding_share(),
-              (long long)on.real);
+  std::printf(
+      "fortunes: %zu files, %lld records (%lld train, %lld valid), %lld characters, vocabulary %lld "
+      "(4 specials), %lld unknown tokens in valid; sequence length median %lld, max %lld\n",
+      corpus.files().size(), (long long)corpus.num_records(), (long long)corpus.train().size(),
+      (long long)corpus.valid().size(), (long long)corpus.num_symbols(), (long long)corpus.vocab().size(),
+      (long long)corpus.num_valid_unknown(), (long long)lengths[lengths.size() / 2], (long long)lengths.back());
+  std::printf(
+      "fortunes, batch 32, one epoch: padding share %.1f%% with bucketing (%d batches per bucket), "
+      "%.1f%% without (%lld real steps)\n",
+      100 * on.padding_share(), int(BucketBatchSamplerOptions().batches_per_bucket), 100 * off.padding_share(),
+      (long long)on.real);
 }
 
 }  // namespace

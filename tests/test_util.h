@@ -11,7 +11,9 @@
 namespace tapegrad::testing {
 
 // Values of any tensor as doubles, in logical order.
-inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).tolist<double>(); }
+inline std::vector<double> values(const Tensor& t) {
+  return t.to(kFloat64).tolist<double>();
+}
 
 inline void expect_close(const Tensor& actual, const std::vector<double>& expected, double tol = 1e-6) {
   std::vector<double> got = values(actual);
@@ -56,6 +58,8 @@ inline bool cuda_is_emulated() {
 }
 
 // `real` on a GPU, `emulated` in the emulation build.
-inline int64_t gpu_size(int64_t real, int64_t emulated) { return cuda_is_emulated() ? emulated : real; }
+inline int64_t gpu_size(int64_t real, int64_t emulated) {
+  return cuda_is_emulated() ? emulated : real;
+}
 
 }  // namespace tapegrad::testing

@@ -30,31 +30,39 @@ struct BinaryCase {
 
 std::vector<BinaryCase> binary_cases() {
   return {
-      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -2, 2},
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -2,
+       2},
       {"add alpha", [](const Tensor& a, const Tensor& b) { return add(a, b, 2.5); },
        [](double a, double b) { return a + 2.5 * b; }, -2, 2},
-      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2, 2},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2,
+       2},
       {"sub alpha", [](const Tensor& a, const Tensor& b) { return sub(a, b, -0.5); },
        [](double a, double b) { return a + 0.5 * b; }, -2, 2},
-      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -2, 2},
-      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, 0.5, 3},
-      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, [](double a, double b) { return std::pow(a, b); },
-       0.25, 2.5},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -2,
+       2},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, 0.5,
+       3},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+       [](double a, double b) { return std::pow(a, b); }, 0.25, 2.5},
       {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
        [](double a, double b) { return std::max(a, b); }, -2, 2},
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
        [](double a, double b) { return std::min(a, b); }, -2, 2},
-      {"operator+", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2},
-      {"operator-", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2},
-      {"operator*", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2},
-      {"operator/", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; }, 0.5, 3},
+      {"operator+", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; },
+       -2, 2},
+      {"operator-", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; },
+       -2, 2},
+      {"operator*", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; },
+       -2, 2},
+      {"operator/", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; },
+       0.5, 3},
   };
 }
 
 TEST(BinaryValues, BroadcastingShapes) {
   const std::vector<std::pair<Shape, Shape>> shape_pairs = {
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{2, 1}, {1, 3}}, {{2, 3}, {}}, {{}, {2, 3}},
-      {{}, {}},         {{4, 1, 3}, {2, 1}}, {{2, 3, 4}, {3, 1}},
+      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}},       {{2, 1}, {1, 3}},    {{2, 3}, {}},
+      {{}, {2, 3}},     {{}, {}},      {{4, 1, 3}, {2, 1}}, {{2, 3, 4}, {3, 1}},
   };
   uint32_t seed = 100;
   for (const BinaryCase& c : binary_cases()) {
@@ -93,26 +101,46 @@ TEST(BinaryValues, ScalarForms) {
       EXPECT_EQ(t.sizes(), (Shape{2, 3})) << what;
       expect_values(t, map_ref(w, f), rt, 1e-7, what);
     };
-    check(add(x, 2.5), [](double a) { return a + 2.5; }, "add scalar");
-    check(sub(x, 2.5), [](double a) { return a - 2.5; }, "sub scalar");
-    check(mul(x, -3.0), [](double a) { return a * -3.0; }, "mul scalar");
-    check(div(x, 4.0), [](double a) { return a / 4.0; }, "div scalar");
-    check(pow(x, 3.0), [](double a) { return a * a * a; }, "pow 3");
-    check(pow(x, 2.0), [](double a) { return a * a; }, "pow 2");
-    check(pow(x, 0.5), [](double a) { return std::sqrt(a); }, "pow 0.5");
-    check(pow(x, -1.0), [](double a) { return 1.0 / a; }, "pow -1");
-    check(pow(2.0, x), [](double a) { return std::pow(2.0, a); }, "pow base 2");
-    check(maximum(x, 1.0), [](double a) { return std::max(a, 1.0); }, "maximum scalar");
-    check(minimum(x, 1.0), [](double a) { return std::min(a, 1.0); }, "minimum scalar");
-    check(x + 1.5, [](double a) { return a + 1.5; }, "x + s");
-    check(1.5 + x, [](double a) { return 1.5 + a; }, "s + x");
-    check(x - 1.5, [](double a) { return a - 1.5; }, "x - s");
-    check(1.5 - x, [](double a) { return 1.5 - a; }, "s - x");
-    check(x * 3.0, [](double a) { return a * 3.0; }, "x * s");
-    check(3.0 * x, [](double a) { return 3.0 * a; }, "s * x");
-    check(x / 8.0, [](double a) { return a / 8.0; }, "x / s");
-    check(8.0 / x, [](double a) { return 8.0 / a; }, "s / x");
-    check(-x, [](double a) { return -a; }, "-x");
+    check(
+        add(x, 2.5), [](double a) { return a + 2.5; }, "add scalar");
+    check(
+        sub(x, 2.5), [](double a) { return a - 2.5; }, "sub scalar");
+    check(
+        mul(x, -3.0), [](double a) { return a * -3.0; }, "mul scalar");
+    check(
+        div(x, 4.0), [](double a) { return a / 4.0; }, "div scalar");
+    check(
+        pow(x, 3.0), [](double a) { return a * a * a; }, "pow 3");
+    check(
+        pow(x, 2.0), [](double a) { return a * a; }, "pow 2");
+    check(
+        pow(x, 0.5), [](double a) { return std::sqrt(a); }, "pow 0.5");
+    check(
+        pow(x, -1.0), [](double a) { return 1.0 / a; }, "pow -1");
+    check(
+        pow(2.0, x), [](double a) { return std::pow(2.0, a); }, "pow base 2");
+    check(
+        maximum(x, 1.0), [](double a) { return std::max(a, 1.0); }, "maximum scalar");
+    check(
+        minimum(x, 1.0), [](double a) { return std::min(a, 1.0); }, "minimum scalar");
+    check(
+        x + 1.5, [](double a) { return a + 1.5; }, "x + s");
+    check(
+        1.5 + x, [](double a) { return 1.5 + a; }, "s + x");
+    check(
+        x - 1.5, [](double a) { return a - 1.5; }, "x - s");
+    check(
+        1.5 - x, [](double a) { return 1.5 - a; }, "s - x");
+    check(
+        x * 3.0, [](double a) { return a * 3.0; }, "x * s");
+    check(
+        3.0 * x, [](double a) { return 3.0 * a; }, "s * x");
+    check(
+        x / 8.0, [](double a) { return a / 8.0; }, "x / s");
+    check(
+        8.0 / x, [](double a) { return 8.0 / a; }, "s / x");
+    check(
+        -x, [](double a) { return -a; }, "-x");
   }
 }
 

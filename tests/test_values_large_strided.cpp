@@ -29,14 +29,18 @@ struct Layout {
 // Several non-contiguous 2-D tensors over random data.
 std::vector<Layout> noncontiguous_2d() {
   std::vector<Layout> out;
-  out.push_back({"transposed", make(uniform_values(24, 101, 0.1, 2.0), {4, 6}).t()});  // [6, 4]
+  out.push_back({"transposed", make(uniform_values(24, 101, 0.1, 2.0), {4, 6}).t()});                      // [6, 4]
   out.push_back({"sliced with step", make(uniform_values(48, 102, 0.1, 2.0), {6, 8}).slice(1, 1, 8, 2)});  // [6, 4]
   out.push_back({"expanded", make(uniform_values(4, 103, 0.1, 2.0), {4}).expand({6, 4})});
   out.push_back({"narrowed", make(uniform_values(80, 104, 0.1, 2.0), {8, 10}).narrow(0, 1, 6).narrow(1, 3, 4)});
-  out.push_back({"stepped rows", make(uniform_values(64, 105, 0.1, 2.0), {16, 4}).slice(0, 1, 16, 3).narrow(0, 0, 5)
-                                     .unsqueeze(0).expand({1, 5, 4}).reshape({5, 4})});
-  out.push_back({"permuted", make(uniform_values(24, 106, 0.1, 2.0), {2, 4, 3}).permute({2, 1, 0}).reshape({3, 8})
-                                 .t()});
+  out.push_back({"stepped rows", make(uniform_values(64, 105, 0.1, 2.0), {16, 4})
+                                     .slice(0, 1, 16, 3)
+                                     .narrow(0, 0, 5)
+                                     .unsqueeze(0)
+                                     .expand({1, 5, 4})
+                                     .reshape({5, 4})});
+  out.push_back(
+      {"permuted", make(uniform_values(24, 106, 0.1, 2.0), {2, 4, 3}).permute({2, 1, 0}).reshape({3, 8}).t()});
   return out;
 }
 
@@ -150,19 +154,20 @@ TEST(LargeValues, PointwiseOpsOnAMillionElements) {
   // Broadcast a row over the million elements.
   std::vector<double> row = round_f32(uniform_values(1024, 113));
   std::vector<double> prod(v.size());
-  for (size_t i = 0; i < v.size(); ++i) prod[i] = static_cast<double>(static_cast<float>(v[i]) * static_cast<float>(row[i % 1024]));
+  for (size_t i = 0; i < v.size(); ++i)
+    prod[i] = static_cast<double>(static_cast<float>(v[i]) * static_cast<float>(row[i % 1024]));
   expect_values(x * make(row, {1024}, kFloat32), prod, 0, 0, "mul broadcast row large");
   // A transposed operand.
   std::vector<double> tsum(v.size());
   for (int64_t i = 0; i < 1024; ++i)
     for (int64_t j = 0; j < 1024; ++j)
-      tsum[i * 1024 + j] = static_cast<double>(static_cast<float>(v[i * 1024 + j]) + static_cast<float>(w[j * 1024 + i]));
+      tsum[i * 1024 + j] =
+          static_cast<double>(static_cast<float>(v[i * 1024 + j]) + static_cast<float>(w[j * 1024 + i]));
   expect_values(x + y.t(), tsum, 0, 0, "add transposed large");
   // Comparisons, where, clamp, conversions.
   std::vector<double> gtv = map_ref(v, [](double a) { return a > 0.5 ? 1.0 : 0.0; });
   expect_values(gt(x, 0.5), gtv, 0, 0, "gt large");
-  expect_values(where(gt(x, 0.5), x, 0.0), map_ref(v, [](double a) { return a > 0.5 ? a : 0.0; }), 0, 0,
-                "where large");
+  expect_values(where(gt(x, 0.5), x, 0.0), map_ref(v, [](double a) { return a > 0.5 ? a : 0.0; }), 0, 0, "where large");
   expect_values(clamp(x, -1.0, 1.0), map_ref(v, [](double a) { return std::min(1.0, std::max(-1.0, a)); }), 0, 0,
                 "clamp large");
   expect_values(x.to(kFloat64), v, 0, 0, "to f64 large");
@@ -283,7 +288,6 @@ TEST(LargeValues, SoftmaxCrossEntropyIndexingMatmul) {
   expect_values(mm(make(a, {n, k}), make(bt, {m, k}).t()), matmul_ref(a, transpose_ref(bt, m, k), n, k, m), 1e-12,
                 1e-12, "large mm");
 }
-
 
 // Generic row-major reference for a permuted view: value at logical index of x.permute(order).
 std::vector<double> permute_ref(const std::vector<double>& v, const Shape& shape, const Shape& order) {

@@ -160,8 +160,8 @@ TEST(MatmulValues, MatmulOneDimAndBatchedBroadcasting) {
   // A transposed batch operand through the folded path: [2,3,4] stored as [2,4,3].
   std::vector<double> stored = uniform_values(24, 59);
   Tensor at = make(stored, {2, 4, 3}).transpose(1, 2);
-  std::vector<double> at_ref = concat_ref(transpose_ref(slice_ref(stored, 0, 12), 4, 3),
-                                          transpose_ref(slice_ref(stored, 12, 12), 4, 3));
+  std::vector<double> at_ref =
+      concat_ref(transpose_ref(slice_ref(stored, 0, 12), 4, 3), transpose_ref(slice_ref(stored, 12, 12), 4, 3));
   expect_values(matmul(at, make(m45, {4, 5})), matmul_ref(at_ref, m45, 6, 4, 5), 1e-12, 1e-12, "transposed batch");
   expect_values(make(m34, {3, 4}).matmul(make(m45, {4, 5})), matmul_ref(m34, m45, 3, 4, 5));
 }
@@ -187,18 +187,20 @@ TEST(MatmulValues, AddmmAndLinear) {
   expect_values(addmm(make(full_in, {n, m}), zeros({n, 0}, kFloat64), zeros({0, m}, kFloat64), 2.0, 1.0),
                 map_ref(full_in, [](double x) { return 2 * x; }), 1e-12, 1e-12, "addmm k=0");
   // addmm with a transposed operand.
-  expect_values(addmm(make(bias, {m}), make(transpose_ref(a, n, k), {k, n}).t(), Bm),
-                [&] {
-                  std::vector<double> w(n * m);
-                  for (int64_t i = 0; i < n; ++i)
-                    for (int64_t j = 0; j < m; ++j) w[i * m + j] = bias[j] + ab[i * m + j];
-                  return w;
-                }(),
-                1e-12, 1e-12, "addmm transposed a");
+  expect_values(
+      addmm(make(bias, {m}), make(transpose_ref(a, n, k), {k, n}).t(), Bm),
+      [&] {
+        std::vector<double> w(n * m);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < m; ++j) w[i * m + j] = bias[j] + ab[i * m + j];
+        return w;
+      }(),
+      1e-12, 1e-12, "addmm transposed a");
 
   // linear: x @ W^T + b
   const int64_t in = 4, out = 3;
-  std::vector<double> w = uniform_values(out * in, 66), bvec = uniform_values(out, 67), x = uniform_values(2 * 5 * in, 68);
+  std::vector<double> w = uniform_values(out * in, 66), bvec = uniform_values(out, 67),
+                      x = uniform_values(2 * 5 * in, 68);
   std::vector<double> wt = transpose_ref(w, out, in);
   std::vector<double> xw = matmul_ref(x, wt, 10, in, out), xwb = xw;
   for (int64_t r = 0; r < 10; ++r)
@@ -221,7 +223,6 @@ TEST(MatmulValues, AddmmAndLinear) {
   expect_values(lf, xwb, 1e-5, 1e-5, "linear f32");
 }
 
-
 TEST(MatmulValues, EdgeShapes) {
   // n = 1, m = 1, k = 1 and combinations.
   for (auto [n, k, m] : std::vector<std::array<int64_t, 3>>{{1, 4, 5}, {3, 4, 1}, {3, 1, 5}, {1, 1, 1}, {1, 7, 1}}) {
@@ -230,19 +231,21 @@ TEST(MatmulValues, EdgeShapes) {
     expect_values(mm(make(a, {n, k}), make(b, {k, m})), matmul_ref(a, b, n, k, m), 1e-12, 1e-12, what);
     expect_values(mm(make(transpose_ref(a, n, k), {k, n}).t(), make(transpose_ref(b, k, m), {m, k}).t()),
                   matmul_ref(a, b, n, k, m), 1e-12, 1e-12, what + " transposed");
-    expect_values(bmm(make(a, {1, n, k}).expand({3, n, k}), make(b, {1, k, m}).expand({3, k, m})),
-                  concat_ref(concat_ref(matmul_ref(a, b, n, k, m), matmul_ref(a, b, n, k, m)), matmul_ref(a, b, n, k, m)),
-                  1e-12, 1e-12, what + " bmm expanded batch");
+    expect_values(
+        bmm(make(a, {1, n, k}).expand({3, n, k}), make(b, {1, k, m}).expand({3, k, m})),
+        concat_ref(concat_ref(matmul_ref(a, b, n, k, m), matmul_ref(a, b, n, k, m)), matmul_ref(a, b, n, k, m)), 1e-12,
+        1e-12, what + " bmm expanded batch");
   }
   // A stepped vector on the right.
   std::vector<double> mat = uniform_values(12, 173), vec = uniform_values(8, 174);
   std::vector<double> vs = {vec[0], vec[2], vec[4], vec[6]};
-  expect_values(matmul(make(mat, {3, 4}), make(vec, {8}).slice(0, 0, 8, 2)), matmul_ref(mat, vs, 3, 4, 1), 1e-12,
-                1e-12, "matmul stepped vector");
+  expect_values(matmul(make(mat, {3, 4}), make(vec, {8}).slice(0, 0, 8, 2)), matmul_ref(mat, vs, 3, 4, 1), 1e-12, 1e-12,
+                "matmul stepped vector");
   // linear on a non-contiguous 3-D input.
   std::vector<double> x = uniform_values(2 * 4 * 3, 175), w = uniform_values(5 * 4, 176);
   Tensor xt = make(x, {2, 3, 4}).transpose(1, 2);  // [2, 4, 3] -> wants in = 3
-  std::vector<double> xr = concat_ref(transpose_ref(slice_ref(x, 0, 12), 3, 4), transpose_ref(slice_ref(x, 12, 12), 3, 4));
+  std::vector<double> xr =
+      concat_ref(transpose_ref(slice_ref(x, 0, 12), 3, 4), transpose_ref(slice_ref(x, 12, 12), 3, 4));
   std::vector<double> w3 = uniform_values(5 * 3, 177);
   expect_values(linear(xt, make(w3, {5, 3})), matmul_ref(xr, transpose_ref(w3, 5, 3), 8, 3, 5), 1e-12, 1e-12,
                 "linear transposed 3-D input");

@@ -24,7 +24,8 @@ TEST(ReductionValues, SumMeanOverDimsAndKeepdim) {
   const Shape shape = {2, 3, 4, 5};
   std::vector<double> v = uniform_values(120, 21);
   Tensor x = make(v, shape);
-  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {3}, {-1}, {0, 2}, {1, 3}, {-1, 0}, {0, 1, 2, 3}, {2, 1}};
+  const std::vector<std::vector<int64_t>> dim_sets = {{},     {0},    {1},     {3},          {-1},
+                                                      {0, 2}, {1, 3}, {-1, 0}, {0, 1, 2, 3}, {2, 1}};
   for (const auto& dims : dim_sets) {
     for (bool keepdim : {false, true}) {
       std::string what = "dims " + shape_str(dims) + (keepdim ? " keepdim" : "");
@@ -33,8 +34,10 @@ TEST(ReductionValues, SumMeanOverDimsAndKeepdim) {
       std::vector<bool> mask = mask_of(4, dims);
       Shape want_shape;
       for (size_t d = 0; d < 4; ++d)
-        if (!mask[d]) want_shape.push_back(shape[d]);
-        else if (keepdim && !dims.empty()) want_shape.push_back(1);
+        if (!mask[d])
+          want_shape.push_back(shape[d]);
+        else if (keepdim && !dims.empty())
+          want_shape.push_back(1);
       EXPECT_EQ(s.sizes(), want_shape) << what;
       EXPECT_EQ(m.sizes(), want_shape) << what;
       expect_values(s, sum_ref(v, shape, dims), 1e-12, 1e-12, "sum " + what);

@@ -36,8 +36,7 @@ TEST(SoftmaxValues, LastDimAndOtherDims) {
     // dim 0: softmax of the columns.
     std::vector<double> vt = transpose_ref(v, 3, 5);
     expect_values(softmax(x, 0), transpose_ref(softmax_rows_ref(vt, 5, 3, false), 5, 3), rt, at, "softmax 0");
-    expect_values(log_softmax(x, 0), transpose_ref(softmax_rows_ref(vt, 5, 3, true), 5, 3), rt, at,
-                  "log_softmax 0");
+    expect_values(log_softmax(x, 0), transpose_ref(softmax_rows_ref(vt, 5, 3, true), 5, 3), rt, at, "log_softmax 0");
     expect_values(sum(softmax(x, 0), {0}), {1, 1, 1, 1, 1}, 0, 1e-6);
   }
   // Middle dim of a 3-D tensor.

@@ -41,12 +41,14 @@ std::vector<UnaryCase> unary_cases() {
       {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, 0, 20},
       {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1.0 / std::sqrt(x); }, 0.05, 20},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -5, 5},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -10, 10},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -10,
+       10},
       {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, -3, 3},
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }, -5, 5},
       {"square", [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, -3, 3},
-      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, [](double x) { return x > 0 ? x : 0.01 * x; }, -3, 3},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, [](double x) { return x > 0 ? x : 0.01 * x; }, -3,
+       3},
       {"leaky_relu(0.2)", [](const Tensor& x) { return leaky_relu(x, 0.2); },
        [](double x) { return x > 0 ? x : 0.2 * x; }, -3, 3},
       {"softplus", [](const Tensor& x) { return softplus(x); }, softplus_ref(1, 20), -30, 30},
@@ -151,14 +153,14 @@ TEST(ActivationValues, SoftplusThresholdEdge) {
     const double rt = dt == kFloat32 ? 2e-7 : 1e-15;
     // beta * x exactly at the threshold still takes the log1p branch; just past it returns x.
     Tensor at = make({10.0, 10.5, 20.0, 20.5}, {4}, dt);
-    expect_values(softplus(at, 2.0, 20.0),
-                  {std::log1p(std::exp(20.0)) / 2.0, 10.5, 20.0, 20.5}, rt, 0, "beta 2 threshold 20");
+    expect_values(softplus(at, 2.0, 20.0), {std::log1p(std::exp(20.0)) / 2.0, 10.5, 20.0, 20.5}, rt, 0,
+                  "beta 2 threshold 20");
     expect_values(softplus(make({20.0, 20.25}, {2}, dt)), {std::log1p(std::exp(20.0)), 20.25}, rt, 0);
     // Negative control: the two branches differ measurably at the edge, so the test above can fail.
     EXPECT_GT(std::log1p(std::exp(20.0)) / 2.0 - 10.0, 1e-10);
     // Far below zero: exp underflows gracefully; softplus(0) = log 2 / beta.
-    expect_values(softplus(make({-100.0, 0.0, 0.0}, {3}, dt), 0.5), {2.0 * std::log1p(std::exp(-50.0)),
-                  2.0 * std::log(2.0), 2.0 * std::log(2.0)}, rt, 0);
+    expect_values(softplus(make({-100.0, 0.0, 0.0}, {3}, dt), 0.5),
+                  {2.0 * std::log1p(std::exp(-50.0)), 2.0 * std::log(2.0), 2.0 * std::log(2.0)}, rt, 0);
     expect_values(softplus(make({kInf, -kInf, kNaN}, {3}, dt)), {kInf, 0.0, kNaN});
     // A negative beta mirrors the curve (softplus(x, -1) = -log(1 + exp(-x))), and the threshold
     // applies to beta * x, so x = -30 returns itself.

@@ -85,7 +85,6 @@ TEST(ViewValues, ConversionsAndCopies) {
   EXPECT_EQ(ones_like(make_i32({1, 2})).dtype(), kInt32);
 }
 
-
 // Transposes of matrices of at least 64 x 64 take the CPU copy's blocked path (an LSTM's
 // [W_ih^T; W_hh^T] layout); edges that are not multiples of its 32-element tiles, every element
 // size, and a destination with a row stride (cat writes into a narrow of its output). The 40 x 70
@@ -133,7 +132,6 @@ TEST(ViewValues, ReshapeOfExpandedAndSizeOneDims) {
   expect_values(row.expand({4, 2}).reshape({8}), {4, 4, 5, 5, 6, 6, 7, 7});
   expect_values(base.t().narrow(0, 1, 1).view({3}), {1, 5, 9});
 }
-
 
 TEST(ViewValues, SliceNarrowEdgeCasesAndOverlappingCopy) {
   Tensor x = make({0, 1, 2, 3, 4, 5, 6, 7}, {2, 4});

@@ -38,13 +38,25 @@ TG_VECTOR_CLONES void sigmoid_loop(const float* x, float* y, int64_t n) {
 
 // One element at a time through a function the compiler does not inline, so the scalar code is
 // what runs (the baseline build turns the selects into branches).
-__attribute__((noinline)) float exp_scalar(float x) { return exp(x); }
-__attribute__((noinline)) float tanh_scalar(float x) { return tanh(x); }
-__attribute__((noinline)) float sigmoid_scalar(float x) { return sigmoid(x); }
+__attribute__((noinline)) float exp_scalar(float x) {
+  return exp(x);
+}
+__attribute__((noinline)) float tanh_scalar(float x) {
+  return tanh(x);
+}
+__attribute__((noinline)) float sigmoid_scalar(float x) {
+  return sigmoid(x);
+}
 
-double exp_reference(double x) { return std::exp(x); }
-double tanh_reference(double x) { return std::tanh(x); }
-double sigmoid_reference(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double exp_reference(double x) {
+  return std::exp(x);
+}
+double tanh_reference(double x) {
+  return std::tanh(x);
+}
+double sigmoid_reference(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 float float_from_bits(uint32_t bits) {
   float x;
@@ -55,7 +67,8 @@ float float_from_bits(uint32_t bits) {
 // Every float whose bit pattern is a multiple of `stride`, both signs, plus the special values.
 std::vector<float> sweep(uint32_t stride) {
   std::vector<float> xs;
-  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += stride) xs.push_back(float_from_bits(static_cast<uint32_t>(bits)));
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += stride)
+    xs.push_back(float_from_bits(static_cast<uint32_t>(bits)));
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (float x : {0.0f, -0.0f, inf, -inf, nan, -nan, kFloatMax, -kFloatMax, std::numeric_limits<float>::min(),
                   std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()})
@@ -82,8 +95,8 @@ struct Errors {
 void check_value(float x, float y, double reference, Errors* e) {
   auto fail = [&](const char* why) {
     if (e->failures++ == 0)
-      e->first_failure = std::string(why) + ": f(" + std::to_string(x) + ") = " + std::to_string(y) +
-                         ", expected " + std::to_string(reference);
+      e->first_failure = std::string(why) + ": f(" + std::to_string(x) + ") = " + std::to_string(y) + ", expected " +
+                         std::to_string(reference);
   };
   if (std::isnan(reference)) {
     if (!std::isnan(y)) fail("NaN expected");
@@ -244,7 +257,8 @@ TEST(VecMathKernels, SoftmaxAndCrossEntropyMatchDouble) {
       Tensor y = log ? log_softmax(xf, -1) : softmax(xf, -1), yd = log ? log_softmax(xdd, -1) : softmax(xdd, -1);
       sum(mul(y, w)).backward();
       sum(mul(yd, w.to(kFloat64))).backward();
-      expect_relative(xf.grad(), xdd.grad(), 1e-5, 1e-6, std::string(log ? "log_softmax" : "softmax") + " backward" + shape);
+      expect_relative(xf.grad(), xdd.grad(), 1e-5, 1e-6,
+                      std::string(log ? "log_softmax" : "softmax") + " backward" + shape);
     }
   }
 }

@@ -235,8 +235,7 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   if (ours_bf16) row.tapegrad_bf16 = summarise(tg_bf16, bf16_first, bf16_check, our_bf16_loss.item());
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   if (theirs) row.libtorch = summarise(lt, their_first, their_check, theirs->last_loss());
-  if (theirs_bf16)
-    row.libtorch_bf16 = summarise(lt_bf16, their_bf16_first, their_bf16_check, theirs_bf16->last_loss());
+  if (theirs_bf16) row.libtorch_bf16 = summarise(lt_bf16, their_bf16_first, their_bf16_check, theirs_bf16->last_loss());
 #endif
   (void)their_first;
   return row;
@@ -258,10 +257,10 @@ int main(int argc, char** argv) {
       "seed", "seed of the initial weights (the data uses seed + 1)", cxxopts::value<uint64_t>()->default_value("0"))(
       "no-libtorch", "time tapegrad alone (--side tapegrad)")(
       "side", "both, tapegrad or libtorch: which sides train (one side alone gives that side's peak RSS)",
-      cxxopts::value<std::string>()->default_value("both"))("no-ceiling", "skip measuring the sgemm ceiling (about a second)")(
+      cxxopts::value<std::string>()->default_value("both"))("no-ceiling",
+                                                            "skip measuring the sgemm ceiling (about a second)")(
       "autocast", "off, or bf16: also time each side's step under CPU autocast to bfloat16 (the products in bf16)",
-      cxxopts::value<std::string>()->default_value("off"))(
-      "h,help", "this help");
+      cxxopts::value<std::string>()->default_value("off"))("h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
     if (args.count("help")) {
@@ -344,8 +343,9 @@ int main(int argc, char** argv) {
 
     std::printf("\n%s", format_table(report).c_str());
     if (autocast)
-      std::printf("\nautocast bf16 (the same steps under CPU autocast; bf16/f32: tapegrad's bf16 step over its f32 step):\n%s",
-                  format_autocast_table(report).c_str());
+      std::printf(
+          "\nautocast bf16 (the same steps under CPU autocast; bf16/f32: tapegrad's bf16 step over its f32 step):\n%s",
+          format_autocast_table(report).c_str());
     std::printf(
         "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below 1 "
         "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"

@@ -21,7 +21,9 @@ namespace {
 
 // Relative, except that losses under 0.01 count as 0.01: a model that has memorised its few batches
 // drives the loss towards 0, where rounding alone makes the relative difference large.
-double loss_rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-2}); }
+double loss_rel(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-2});
+}
 
 }  // namespace
 
@@ -44,7 +46,9 @@ double gflops(double flops_per_example, int64_t batch, double ms) {
 
 }  // namespace
 
-double CompareRow::tapegrad_gflops() const { return gflops(gemm_flops_per_example, batch, tapegrad.median_ms); }
+double CompareRow::tapegrad_gflops() const {
+  return gflops(gemm_flops_per_example, batch, tapegrad.median_ms);
+}
 
 std::optional<double> CompareRow::libtorch_gflops() const {
   if (!libtorch) return std::nullopt;

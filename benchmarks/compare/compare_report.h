@@ -18,9 +18,9 @@ struct SideResult {
 struct CompareRow {
   std::string config;  // "lstm_small"
   int64_t batch = 0;
-  int64_t steps = 0;  // per side, warm-up included; both sides run the same steps on the same data
+  int64_t steps = 0;                  // per side, warm-up included; both sides run the same steps on the same data
   double gemm_flops_per_example = 0;  // ModelShape::gemm_flops_per_example(): a floor on the work
-  SideResult tapegrad;  // all zeros when tapegrad was not timed (--side libtorch)
+  SideResult tapegrad;                // all zeros when tapegrad was not timed (--side libtorch)
   std::optional<SideResult> libtorch;
   // With --autocast bf16: the same steps, from the same weights, under CPU autocast to bfloat16.
   std::optional<SideResult> tapegrad_bf16, libtorch_bf16;
@@ -39,11 +39,11 @@ struct CompareRow {
 
 struct CompareReport {
   SystemInfo system;
-  std::string device;    // of the tapegrad side
-  std::string libtorch;  // version, BLAS and parallel info, or why it is absent
+  std::string device;                   // of the tapegrad side
+  std::string libtorch;                 // version, BLAS and parallel info, or why it is absent
   std::optional<SgemmCeiling> ceiling;  // absent with --no-ceiling or a GPU tapegrad side
-  std::string sides = "both";            // which sides trained: both, tapegrad or libtorch
-  double peak_rss_mib = 0;               // of the whole process, at the end of the run
+  std::string sides = "both";           // which sides trained: both, tapegrad or libtorch
+  double peak_rss_mib = 0;              // of the whole process, at the end of the run
   std::vector<CompareRow> rows;
 
   // tapegrad's GFLOP/s as a percentage of the ceiling, when one was measured.

@@ -32,10 +32,11 @@ TORCH_MODULE(LstmClassifier);
 struct CharLanguageModelImpl : torch::nn::Module {
   CharLanguageModelImpl(const ModelShape& shape)
       : embedding(register_module(
-            "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(shape.num_classes, shape.input_size)
-                                                  .padding_idx(0)))),
-        lstm(register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(shape.input_size, shape.hidden_size)
-                                                         .num_layers(shape.num_layers)))),
+            "embedding",
+            torch::nn::Embedding(torch::nn::EmbeddingOptions(shape.num_classes, shape.input_size).padding_idx(0)))),
+        lstm(register_module(
+            "lstm",
+            torch::nn::LSTM(torch::nn::LSTMOptions(shape.input_size, shape.hidden_size).num_layers(shape.num_layers)))),
         head(register_module("head", torch::nn::Linear(shape.hidden_size, shape.num_classes))),
         hidden(shape.hidden_size) {}
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& lengths) {

@@ -10,10 +10,11 @@ struct SgemmCeiling {
   int64_t n = 0;  // an n x n x n float product
   int calls = 0;  // timed calls per side; the best one counts
   int threads = 0;
-  double openblas_gflops = 0;  // cblas_sgemm directly
-  double tapegrad_gflops = 0;  // tapegrad::matmul, allocation of the result included
+  double openblas_gflops = 0;       // cblas_sgemm directly
+  double tapegrad_gflops = 0;       // tapegrad::matmul, allocation of the result included
   double tapegrad_bf16_gflops = 0;  // the same under amp::AutocastGuard (bf16 products, f32 sums); 0: not measured
-  double tapegrad_bf16_operands_gflops = 0;  // matmul of two bf16 tensors (the product alone, no casts); 0: not measured
+  double tapegrad_bf16_operands_gflops =
+      0;  // matmul of two bf16 tensors (the product alone, no casts); 0: not measured
   // The ceiling the percentages use: whichever path is faster is what the hardware can at least do.
   double gflops() const { return openblas_gflops > tapegrad_gflops ? openblas_gflops : tapegrad_gflops; }
 };

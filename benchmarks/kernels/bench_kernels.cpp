@@ -171,11 +171,11 @@ void register_lstm(Device device) {
   // slice per thread under weights too large for one core's L2 in the second layer.
   for (int64_t input : {64, 256})
     for (bool backward : {false, true})
-      register_on(std::string("lstm_layer/char_lstm_l") + (input == 64 ? "1" : "2") + "_b32" +
-                      (backward ? "/fwd_bwd" : "/fwd"),
-                  device, [input, backward](benchmark::State& state, Device dev) {
-                    lstm_bench(state, dev, 128, 32, input, 256, backward);
-                  });
+      register_on(
+          std::string("lstm_layer/char_lstm_l") + (input == 64 ? "1" : "2") + "_b32" + (backward ? "/fwd_bwd" : "/fwd"),
+          device, [input, backward](benchmark::State& state, Device dev) {
+            lstm_bench(state, dev, 128, 32, input, 256, backward);
+          });
   // Whole layers of the named LSTM configurations at their headline batch.
   for (const char* name : {"lstm_row", "lstm_small", "lstm_large"}) {
     const NamedConfig& c = named_config(name);

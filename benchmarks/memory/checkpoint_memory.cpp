@@ -15,12 +15,11 @@
 // frees for requests of other sizes, so it overstates the live peak (more so with many runs).
 #include <cstdio>
 #include <cstdlib>
+#include <cxxopts.hpp>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <cxxopts.hpp>
 
 #include "common/step_timer.h"
 #include "common/system_info.h"
@@ -45,9 +44,9 @@ double status_mib(const std::string& field) {
 class CheckpointedClassifier : public nn::Module {
  public:
   CheckpointedClassifier(const bench::ModelShape& shape, int64_t segments, Generator* generator) {
-    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(shape.input_size, shape.hidden_size,
-                                                               nn::LSTMOptions().checkpoint_segments(segments),
-                                                               generator));
+    lstm_ =
+        register_module("lstm", std::make_shared<nn::LSTM>(shape.input_size, shape.hidden_size,
+                                                           nn::LSTMOptions().checkpoint_segments(segments), generator));
     fc_ = register_module("fc", std::make_shared<nn::Linear>(shape.hidden_size, shape.num_classes, true, generator));
   }
   Tensor forward(const Tensor& x) { return fc_->forward(lstm_->forward(x).h_n.select(0, 0)); }
@@ -63,8 +62,9 @@ int main(int argc, char** argv) {
   cxxopts::Options cli("checkpoint_memory", "peak memory and step time of an LSTM with checkpoint_segments");
   cli.add_options()("config", "named configuration:batch (an LSTM one)",
                     cxxopts::value<std::string>()->default_value("lstm_large:64"))(
-      "segments", "LSTMOptions::checkpoint_segments (1: no checkpointing)", cxxopts::value<int64_t>()->default_value("1"))(
-      "threads", "CPU threads (0: OpenMP's default)", cxxopts::value<int>()->default_value("2"))(
+      "segments", "LSTMOptions::checkpoint_segments (1: no checkpointing)",
+      cxxopts::value<int64_t>()->default_value("1"))("threads", "CPU threads (0: OpenMP's default)",
+                                                     cxxopts::value<int>()->default_value("2"))(
       "budget", "seconds of timed steps", cxxopts::value<double>()->default_value("4"))("h,help", "this help");
   try {
     auto args = cli.parse(argc, argv);
@@ -90,7 +90,10 @@ int main(int argc, char** argv) {
     for (const Tensor& p : params) param_bytes += static_cast<size_t>(p.numel()) * p.itemsize();
     // Touches the BLAS's buffers with a large product first, so that they are not counted as the
     // step's memory.
-    { NoGradGuard no_grad; (void)matmul(randn({2048, 2048}), randn({2048, 2048})).sum().item(); }
+    {
+      NoGradGuard no_grad;
+      (void)matmul(randn({2048, 2048}), randn({2048, 2048})).sum().item();
+    }
 
     const double rss_before = status_mib("VmRSS");
     const size_t live_before = cpu::cpu_memory_stats().allocated_bytes;
@@ -106,7 +109,8 @@ int main(int argc, char** argv) {
     };
     bench::TimingPlan plan;
     plan.budget_s = args["budget"].as<double>();
-    const bench::StepTiming timing = bench::time_steps(step, [] {}, plan);
+    const bench::StepTiming timing = bench::time_steps(
+        step, [] {}, plan);
     const size_t step_peak = cpu::cpu_memory_stats().peak_allocated_bytes;
     // The forward pass alone (recorded, then dropped): what a recomputation repeats, so
     // 1 + (s - 1) / s * forward / step is the step-time ratio that checkpointing cannot beat.
@@ -116,7 +120,8 @@ int main(int argc, char** argv) {
     };
     plan.warmup_steps = 1;
     plan.budget_s = args["budget"].as<double>() / 2;
-    const bench::StepTiming forward_timing = bench::time_steps(forward_only, [] {}, plan);
+    const bench::StepTiming forward_timing = bench::time_steps(
+        forward_only, [] {}, plan);
     const double hwm = status_mib("VmHWM");  // the forward-only passes peak lower than a step
     constexpr double kMiB = 1024.0 * 1024.0;
     const double fixed = 3.0 * static_cast<double>(param_bytes) / kMiB;  // grads, Adam's m and v
@@ -124,11 +129,12 @@ int main(int argc, char** argv) {
     std::printf("%s\n", bench::describe(bench::system_info()).c_str());
     std::printf("config %s:%lld (%s), segments %lld\n", config.name.c_str(), static_cast<long long>(batch),
                 config.summary.c_str(), static_cast<long long>(segments));
-    std::printf("result segments=%lld step_ms=%.1f min_ms=%.1f forward_ms=%.1f forward_min_ms=%.1f steps=%d activations_mib=%.1f live_peak_mib=%.1f "
-                "grads_adam_mib=%.1f peak_rss_mib=%.1f rss_growth_mib=%.1f\n",
-                static_cast<long long>(segments), timing.median_ms, timing.min_ms, forward_timing.median_ms,
-                forward_timing.min_ms, timing.steps, live_peak - fixed,
-                live_peak, fixed, hwm, hwm - rss_before);
+    std::printf(
+        "result segments=%lld step_ms=%.1f min_ms=%.1f forward_ms=%.1f forward_min_ms=%.1f steps=%d "
+        "activations_mib=%.1f live_peak_mib=%.1f "
+        "grads_adam_mib=%.1f peak_rss_mib=%.1f rss_growth_mib=%.1f\n",
+        static_cast<long long>(segments), timing.median_ms, timing.min_ms, forward_timing.median_ms,
+        forward_timing.min_ms, timing.steps, live_peak - fixed, live_peak, fixed, hwm, hwm - rss_before);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "checkpoint_memory: %s\n", e.what());
     return 1;

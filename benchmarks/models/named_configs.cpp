@@ -88,8 +88,11 @@ const std::vector<NamedConfig>& named_configs() {
       {"lstm_small", "LSTM(32,128)+Linear(128,10), 50 steps", ModelShape::lstm(32, 128, 50), {1, 16, 64, 256}},
       {"lstm_large", "LSTM(256,512)+Linear(512,10), 100 steps", ModelShape::lstm(256, 512, 100), {64}},
       // examples/char_lstm's model and batch (fortunes: 112 characters + 4 specials), Adam 2e-3.
-      {"char_lstm", "Embedding(116,64)+LSTM(64,256,2 layers)+Linear(256,116), chunks <= 128 steps",
-       ModelShape::char_lm(116, 64, 256, 2, 128), {32}, 2e-3},
+      {"char_lstm",
+       "Embedding(116,64)+LSTM(64,256,2 layers)+Linear(256,116), chunks <= 128 steps",
+       ModelShape::char_lm(116, 64, 256, 2, 128),
+       {32},
+       2e-3},
   };
   return configs;
 }
@@ -142,13 +145,14 @@ class LstmClassifier : public nn::UnaryModule {
 class CharLanguageModel : public nn::UnaryModule {
  public:
   CharLanguageModel(const ModelShape& shape, Generator* generator) : shape_(shape) {
-    embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(shape.num_classes, shape.input_size,
-                                                                               /*padding_idx=*/0, std::nullopt, 2.0,
-                                                                               generator));
-    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(shape.input_size, shape.hidden_size,
-                                                               nn::LSTMOptions().num_layers(shape.num_layers),
-                                                               generator));
-    head_ = register_module("head", std::make_shared<nn::Linear>(shape.hidden_size, shape.num_classes, true, generator));
+    embedding_ =
+        register_module("embedding", std::make_shared<nn::Embedding>(shape.num_classes, shape.input_size,
+                                                                     /*padding_idx=*/0, std::nullopt, 2.0, generator));
+    lstm_ =
+        register_module("lstm", std::make_shared<nn::LSTM>(shape.input_size, shape.hidden_size,
+                                                           nn::LSTMOptions().num_layers(shape.num_layers), generator));
+    head_ =
+        register_module("head", std::make_shared<nn::Linear>(shape.hidden_size, shape.num_classes, true, generator));
   }
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
   Tensor forward(const Tensor& x, const Tensor& lengths) {
@@ -240,7 +244,8 @@ TrainingRun::TrainingRun(const ModelShape& shape, int64_t batch, Device device, 
   if (weights) model_->load_state_dict(*weights);
   model_->to(device);
   optimizer_ = std::make_unique<optim::Adam>(model_->parameters(), optim::AdamOptions(lr));
-  for (Batch& b : make_batches(shape, batch, pool, &data)) batches_.push_back({b.x.to(device), b.y.to(device), b.lengths});
+  for (Batch& b : make_batches(shape, batch, pool, &data))
+    batches_.push_back({b.x.to(device), b.y.to(device), b.lengths});
 }
 
 TrainingRun::TrainingRun(const ModelShape& shape, const StateDict& weights, const std::vector<Batch>& batches,

@@ -60,7 +60,8 @@ void measure_copies(const SweepCurve& curve, SweepPoint& point, const TimingPlan
 int main(int argc, char** argv) {
   cxxopts::Options cli("gpu_cpu_sweep",
                        "Times training steps on the CPU and the GPU over a grid; finds where the GPU starts to win.");
-  cli.add_options()("quick", "a small grid that finishes in under a minute (with --curves: their curves, timed as briefly)")(
+  cli.add_options()("quick",
+                    "a small grid that finishes in under a minute (with --curves: their curves, timed as briefly)")(
       "out", "folder for sweep.csv, sweep.json and the plot",
       cxxopts::value<std::string>()->default_value("sweep_out"))("threads", "CPU threads (0: OpenMP's default)",
                                                                  cxxopts::value<int>()->default_value("0"))(
@@ -83,9 +84,8 @@ int main(int argc, char** argv) {
     copy_plan.budget_s = std::min(plan.budget_s, 0.1);
 
     // Chosen first, so that a wrong name fails before anything is measured.
-    const std::vector<SweepCurve> curves = args.count("curves")
-                                               ? select_curves(sweep_grid(false), args["curves"].as<std::string>())
-                                               : sweep_grid(quick);
+    const std::vector<SweepCurve> curves =
+        args.count("curves") ? select_curves(sweep_grid(false), args["curves"].as<std::string>()) : sweep_grid(quick);
 
     SweepReport report;
     report.system = system_info();
@@ -104,9 +104,10 @@ int main(int argc, char** argv) {
       for (int64_t batch : curve.batches) {
         SweepPoint point;
         point.batch = batch;
-        point.batch_bytes = curve.shape.kind == ModelKind::CharLm
-                                ? shape_numel(input_shape(curve.shape, batch)) * 16 + batch * 8  // i64 ids, targets, lengths
-                                : shape_numel(input_shape(curve.shape, batch)) * 4 + batch * 8;  // f32 inputs, i64 targets
+        point.batch_bytes =
+            curve.shape.kind == ModelKind::CharLm
+                ? shape_numel(input_shape(curve.shape, batch)) * 16 + batch * 8  // i64 ids, targets, lengths
+                : shape_numel(input_shape(curve.shape, batch)) * 4 + batch * 8;  // f32 inputs, i64 targets
         point.cpu = time_training(curve.name, curve.shape, batch, kCPU, plan);
         if (report.gpu_found) {
           try {

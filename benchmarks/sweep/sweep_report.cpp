@@ -126,8 +126,8 @@ void write_csv(const SweepReport& report, const std::string& path) {
     const char* kind = s.kind == ModelKind::CharLm ? "char_lm" : recurrent ? "lstm" : "mlp";
     for (const SweepPoint& p : r.points) {
       auto s_up = p.speedup();
-      out << r.curve.name << "," << s.describe() << "," << kind << "," << input << "," << hidden
-          << "," << (recurrent ? s.seq_len : 0) << "," << p.batch << "," << p.cpu.median_ms << "," << p.cpu.steps << ","
+      out << r.curve.name << "," << s.describe() << "," << kind << "," << input << "," << hidden << ","
+          << (recurrent ? s.seq_len : 0) << "," << p.batch << "," << p.cpu.median_ms << "," << p.cpu.steps << ","
           << (p.gpu ? std::to_string(p.gpu->median_ms) : "") << "," << (p.gpu ? std::to_string(p.gpu->steps) : "")
           << "," << (s_up ? std::to_string(*s_up) : "") << ","
           << (p.copy_pageable_ms ? std::to_string(*p.copy_pageable_ms) : "") << ","

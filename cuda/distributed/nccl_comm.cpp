@@ -3,6 +3,8 @@
 // its Work waits for an event recorded after it, polling so that a collective that does not finish
 // within the timeout aborts the communicator and becomes an Error naming it (as PyTorch's NCCL
 // watchdog does), instead of a hang.
+#include "distributed/nccl_comm.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -10,14 +12,15 @@
 
 #include "../cuda_check.h"
 #include "distributed/deadline.h"
-#include "distributed/nccl_comm.h"
 #include "tapegrad/cuda/device.h"
 #include "tapegrad/cuda/memory.h"
 #include "tapegrad/cuda/stream.h"
 
 namespace tapegrad::distributed {
 
-bool is_nccl_available() { return true; }
+bool is_nccl_available() {
+  return true;
+}
 
 namespace detail {
 
@@ -34,13 +37,20 @@ void check_nccl(ncclResult_t rc, const char* what) {
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Float16: return ncclFloat16;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Int32: return ncclInt32;
-    case DType::Int64: return ncclInt64;
-    case DType::Bool: return ncclUint8;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    case DType::Float16:
+      return ncclFloat16;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Int32:
+      return ncclInt32;
+    case DType::Int64:
+      return ncclInt64;
+    case DType::Bool:
+      return ncclUint8;
   }
   throw_error(str_cat("ProcessGroup: no NCCL type for ", dtype_name(dtype)));
 }
@@ -48,10 +58,14 @@ ncclDataType_t nccl_type(DType dtype) {
 ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
   if (dtype == DType::Bool) return op == ReduceOp::Min ? ncclMin : ncclMax;  // 0/1 bytes: max is or
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }

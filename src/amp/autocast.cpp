@@ -24,8 +24,8 @@ AutocastGuard::AutocastGuard(const Device& device, DType dtype, bool enabled) : 
   if (enabled && device.is_cpu())
     TG_CHECK(dtype == kBFloat16, "AutocastGuard: autocast on the CPU runs in bfloat16, got ", dtype);
   if (enabled && device.is_cuda())
-    TG_CHECK(dtype == kBFloat16 || dtype == kFloat16, "AutocastGuard: autocast on cuda runs in bfloat16 or float16, got ",
-             dtype);
+    TG_CHECK(dtype == kBFloat16 || dtype == kFloat16,
+             "AutocastGuard: autocast on cuda runs in bfloat16 or float16, got ", dtype);
   State& s = state(kind_);
   saved_enabled_ = s.enabled;
   saved_dtype_ = s.dtype;
@@ -39,11 +39,17 @@ AutocastGuard::~AutocastGuard() {
   s.dtype = saved_dtype_;
 }
 
-bool is_autocast_enabled(DeviceKind kind) { return state(kind).enabled; }
+bool is_autocast_enabled(DeviceKind kind) {
+  return state(kind).enabled;
+}
 
-DType autocast_dtype(DeviceKind kind) { return state(kind).dtype; }
+DType autocast_dtype(DeviceKind kind) {
+  return state(kind).dtype;
+}
 
-const char* cpu_bf16_product_kernel() { return cpu::sbgemm_kernel_name(cpu::sbgemm_kernel()); }
+const char* cpu_bf16_product_kernel() {
+  return cpu::sbgemm_kernel_name(cpu::sbgemm_kernel());
+}
 
 DType product_dtype(const Device& device, DType dtype) {
   const State& s = state(device.kind());

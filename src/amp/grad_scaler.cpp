@@ -38,7 +38,9 @@ void check_growth_interval(int64_t v, const char* where) {
 }
 
 // The device a gradient lives on, as a map key (Device has no ordering of its own).
-std::pair<int, int> device_key(const Device& d) { return {static_cast<int>(d.kind()), d.index()}; }
+std::pair<int, int> device_key(const Device& d) {
+  return {static_cast<int>(d.kind()), d.index()};
+}
 
 }  // namespace
 
@@ -159,8 +161,9 @@ void GradScaler::update() {
     recorded = true;
     found_inf = read_found_inf(entry.second) || found_inf;
   }
-  TG_CHECK(recorded, "GradScaler::update: no inf checks were recorded prior to update(); call step() or unscale_() "
-                     "on an optimizer whose parameters have gradients first");
+  TG_CHECK(recorded,
+           "GradScaler::update: no inf checks were recorded prior to update(); call step() or unscale_() "
+           "on an optimizer whose parameters have gradients first");
   // _amp_update_scale_: the products in double, stored in float32.
   if (found_inf) {
     scale_value_ = static_cast<float>(static_cast<double>(scale_value_) * backoff_factor_);
@@ -188,7 +191,9 @@ void GradScaler::update(double new_scale) {
   states_.clear();
 }
 
-double GradScaler::get_scale() const { return enabled_ ? static_cast<double>(scale_value_) : 1.0; }
+double GradScaler::get_scale() const {
+  return enabled_ ? static_cast<double>(scale_value_) : 1.0;
+}
 
 void GradScaler::set_growth_factor(double v) {
   check_growth_factor(v, "GradScaler::set_growth_factor");
@@ -220,8 +225,7 @@ void GradScaler::load_state_dict(const StateDict& state) {
   auto value = [&](const std::string& key) {
     for (const auto& entry : state) {
       if (entry.first != key) continue;
-      TG_CHECK(entry.second.defined() && entry.second.numel() == 1, where, ": \"", key,
-               "\" must hold one number");
+      TG_CHECK(entry.second.defined() && entry.second.numel() == 1, where, ": \"", key, "\" must hold one number");
       return entry.second.item();
     }
     TG_CHECK(false, where, ": missing key \"", key, "\"");

@@ -16,13 +16,23 @@ thread_local bool t_anomaly_enabled = false;
 thread_local std::vector<std::string> t_module_scopes;
 }  // namespace
 
-bool anomaly_mode_enabled() { return t_anomaly_enabled; }
+bool anomaly_mode_enabled() {
+  return t_anomaly_enabled;
+}
 
-DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(t_anomaly_enabled) { t_anomaly_enabled = enabled; }
-DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly_enabled = previous_; }
+DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(t_anomaly_enabled) {
+  t_anomaly_enabled = enabled;
+}
+DetectAnomalyGuard::~DetectAnomalyGuard() {
+  t_anomaly_enabled = previous_;
+}
 
-ModuleScope::ModuleScope(std::string name) { t_module_scopes.push_back(std::move(name)); }
-ModuleScope::~ModuleScope() { t_module_scopes.pop_back(); }
+ModuleScope::ModuleScope(std::string name) {
+  t_module_scopes.push_back(std::move(name));
+}
+ModuleScope::~ModuleScope() {
+  t_module_scopes.pop_back();
+}
 
 std::string current_module_path() {
   std::string path;

@@ -64,8 +64,8 @@ struct CheckpointState {
   bool preserve_rng_state;
   detail::GeneratorDraws draws;                    // every draw fn made in the forward, from any generator
   AutocastScope::State autocast[kNumDeviceKinds];  // the forward's, put in place for the recomputation
-  std::vector<size_t> recorded;     // the outputs given to the node (the floating-point ones)
-  std::vector<Shape> output_sizes;  // every output's shape, to check the recomputation
+  std::vector<size_t> recorded;                    // the outputs given to the node (the floating-point ones)
+  std::vector<Shape> output_sizes;                 // every output's shape, to check the recomputation
 };
 
 void check_outputs(const std::vector<Tensor>& outputs, const char* when) {

@@ -24,9 +24,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     if (!x.defined() || !x.requires_grad()) continue;
-    TG_CHECK(x.dtype() == kFloat64 && x.is_leaf() && x.is_contiguous() && x.device().is_cpu(),
-             "gradcheck: input ", i, " requires grad, so it must be a contiguous f64 CPU leaf; got ",
-             x.dtype(), " on ", x.device(), x.is_leaf() ? "" : " (not a leaf)");
+    TG_CHECK(x.dtype() == kFloat64 && x.is_leaf() && x.is_contiguous() && x.device().is_cpu(), "gradcheck: input ", i,
+             " requires grad, so it must be a contiguous f64 CPU leaf; got ", x.dtype(), " on ", x.device(),
+             x.is_leaf() ? "" : " (not a leaf)");
   }
   GradcheckResult result;
   std::ostringstream report;
@@ -59,8 +59,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
         if (!(error <= options.atol + options.rtol * std::fabs(numeric))) {
           if (result.ok)
             report << "gradcheck: input " << i << " of shape " << shape_str(x.sizes()) << ", element " << j
-                   << ": analytic " << analytic_data[j] << " vs numeric " << numeric << " (error " << error
-                   << ")\n";
+                   << ": analytic " << analytic_data[j] << " vs numeric " << numeric << " (error " << error << ")\n";
           result.ok = false;
         }
       }

@@ -27,13 +27,12 @@ class FunctionNode : public Node {
              "), after its saved tensors were freed; pass retain_graph=true to the first backward() "
              "to keep them");
     std::vector<Tensor> grads = backward_(grad_outputs);
-    TG_ASSERT(grads.size() == next_edges_.size(), "backward of ", name(), " returned ", grads.size(),
-              " gradients for ", next_edges_.size(), " inputs");
+    TG_ASSERT(grads.size() == next_edges_.size(), "backward of ", name(), " returned ", grads.size(), " gradients for ",
+              next_edges_.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined() || !next_edges_[i].valid()) continue;
       TG_ASSERT(grads[i].sizes() == input_meta_[i].sizes, "backward of ", name(), " gave input ", i,
-                " a gradient of shape ", shape_str(grads[i].sizes()), ", expected ",
-                shape_str(input_meta_[i].sizes));
+                " a gradient of shape ", shape_str(grads[i].sizes()), ", expected ", shape_str(input_meta_[i].sizes));
       if (grads[i].dtype() != input_meta_[i].dtype) grads[i] = grads[i].to(input_meta_[i].dtype);
     }
     return grads;
@@ -150,8 +149,7 @@ SavedTensor::SavedTensor(const Tensor& tensor) {
 
 Tensor SavedTensor::get() const {
   if (tensor_.defined()) {
-    TG_CHECK(tensor_.storage()->version() == version_,
-             "backward: a tensor of shape ", shape_str(tensor_.sizes()),
+    TG_CHECK(tensor_.storage()->version() == version_, "backward: a tensor of shape ", shape_str(tensor_.sizes()),
              " needed for gradient computation was modified by an in-place operation after it was "
              "saved; use an out-of-place op (or clone()) instead");
   }

@@ -7,7 +7,9 @@ namespace {
 thread_local RequiresGradProbe* t_active = nullptr;
 }
 
-RequiresGradProbe::RequiresGradProbe() : previous_(t_active) { t_active = this; }
+RequiresGradProbe::RequiresGradProbe() : previous_(t_active) {
+  t_active = this;
+}
 
 RequiresGradProbe::~RequiresGradProbe() {
   t_active = previous_;

@@ -28,7 +28,7 @@ struct CudnnWeightCache {
     uint64_t version = 0;
   };
   std::mutex mutex;
-  std::vector<Source> sources;  // one per weight, in CudnnLstmForwardArgs::weights's order
+  std::vector<Source> sources;   // one per weight, in CudnnLstmForwardArgs::weights's order
   DType dtype = DType::Float32;  // of the packed space
   int64_t input_size = 0, hidden_size = 0, num_layers = 0;
   bool bidirectional = false, has_bias = false;
@@ -55,10 +55,10 @@ struct CudnnLstmShape {
 // What forward leaves for backward. The memory is the CUDA backend's and is freed with the last
 // reference (the tape node holds one until backward has run).
 struct CudnnLstmContext {
-  std::shared_ptr<Storage> weight_space;   // the parameters packed in cuDNN's layout
-  std::shared_ptr<Storage> reserve_space;  // cuDNN's saved activations (training mode only)
-  std::shared_ptr<Storage> dropout_state;  // the random state the dropout masks came from
-  std::shared_ptr<Storage> device_lengths; // int32 [B]: the lengths cuDNN ran with
+  std::shared_ptr<Storage> weight_space;    // the parameters packed in cuDNN's layout
+  std::shared_ptr<Storage> reserve_space;   // cuDNN's saved activations (training mode only)
+  std::shared_ptr<Storage> dropout_state;   // the random state the dropout masks came from
+  std::shared_ptr<Storage> device_lengths;  // int32 [B]: the lengths cuDNN ran with
 };
 
 struct CudnnLstmForwardArgs {
@@ -85,8 +85,8 @@ struct CudnnLstmForwardArgs {
 
 struct CudnnLstmBackwardArgs {
   CudnnLstmForwardArgs forward;  // the call being differentiated (its inputs and y)
-  CudnnLstmContext context;       // what that call left
-  Tensor dy, dhy, dcy;  // gradients of y, hy, cy (same shapes)
+  CudnnLstmContext context;      // what that call left
+  Tensor dy, dhy, dcy;           // gradients of y, hy, cy (same shapes)
   // Overwritten: dx like x, zero at padded steps; dhx, dcx like hx, cx (left undefined when hx,
   // cx are undefined).
   Tensor dx, dhx, dcx;

@@ -24,15 +24,24 @@ bool env_sync_checks() {
 const char* check_op(backend::DeviceCheck check) {
   using backend::DeviceCheck;
   switch (check) {
-    case DeviceCheck::CrossEntropyTarget: return "cross_entropy";
-    case DeviceCheck::NllLossTarget: return "nll_loss";
-    case DeviceCheck::IndexSelect: return "index_select";
-    case DeviceCheck::IndexAdd: return "index_add";
-    case DeviceCheck::Gather: return "gather";
-    case DeviceCheck::ScatterAdd: return "scatter_add";
-    case DeviceCheck::Embedding: return "embedding";
-    case DeviceCheck::LstmLength: return "lstm";
-    case DeviceCheck::None: break;
+    case DeviceCheck::CrossEntropyTarget:
+      return "cross_entropy";
+    case DeviceCheck::NllLossTarget:
+      return "nll_loss";
+    case DeviceCheck::IndexSelect:
+      return "index_select";
+    case DeviceCheck::IndexAdd:
+      return "index_add";
+    case DeviceCheck::Gather:
+      return "gather";
+    case DeviceCheck::ScatterAdd:
+      return "scatter_add";
+    case DeviceCheck::Embedding:
+      return "embedding";
+    case DeviceCheck::LstmLength:
+      return "lstm";
+    case DeviceCheck::None:
+      break;
   }
   return "a cuda kernel";
 }
@@ -51,13 +60,17 @@ bool sync_checks() {
   return state == 1;
 }
 
-void set_sync_checks(bool on) { g_sync_checks.store(on ? 1 : 0, std::memory_order_relaxed); }
+void set_sync_checks(bool on) {
+  g_sync_checks.store(on ? 1 : 0, std::memory_order_relaxed);
+}
 
 }  // namespace cuda
 
 namespace backend {
 
-bool checks_on_host(bool is_cuda) { return !is_cuda || cuda::sync_checks(); }
+bool checks_on_host(bool is_cuda) {
+  return !is_cuda || cuda::sync_checks();
+}
 
 std::string device_check_message(const DeviceErrorRecord& r) {
   const auto check = static_cast<DeviceCheck>(r.check);
@@ -79,7 +92,8 @@ std::string device_check_message(const DeviceErrorRecord& r) {
       return detail::str_cat(op, ": index ", r.value, " at position ", r.position,
                              " is out of range for a dim of size ", r.limit,
                              " (checked on the device, raised at the next synchronisation)");
-    case DeviceCheck::None: break;
+    case DeviceCheck::None:
+      break;
   }
   return detail::str_cat("a cuda kernel reported an unknown check ", r.check);
 }

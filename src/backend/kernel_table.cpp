@@ -12,7 +12,9 @@ KernelTable g_tables[kNumDeviceKinds];
 std::once_flag g_registered;
 }  // namespace
 
-KernelTable& mutable_kernels(DeviceKind kind) { return g_tables[static_cast<int>(kind)]; }
+KernelTable& mutable_kernels(DeviceKind kind) {
+  return g_tables[static_cast<int>(kind)];
+}
 
 const KernelTable& registered_kernels(DeviceKind kind) {
   std::call_once(g_registered, [] {
@@ -29,14 +31,14 @@ const KernelTable& kernels(DeviceKind kind) {
 }
 
 void missing_kernel(const char* kernel, DeviceKind kind) {
-  detail::throw_error(detail::str_cat("no ", device_kind_name(kind), " kernel for ", kernel,
-                                      kind == DeviceKind::CUDA && !cuda::is_available()
-                                          ? " (this build or machine has no CUDA backend)"
-                                          : ""));
+  detail::throw_error(detail::str_cat(
+      "no ", device_kind_name(kind), " kernel for ", kernel,
+      kind == DeviceKind::CUDA && !cuda::is_available() ? " (this build or machine has no CUDA backend)" : ""));
 }
 
 #define TG_OP_NAME(Enum, name, Formula) \
-  case Kind::Enum: return name;
+  case Kind::Enum:                      \
+    return name;
 
 const char* unary_op_name(UnaryOp op) {
   using Kind = UnaryOp;

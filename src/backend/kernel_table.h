@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "backend/device_checks.h"
-#include "tapegrad/core/error.h"
-#include "tapegrad/core/storage.h"
 #include "math/op_list.h"
 #include "math/optim.h"
 #include "math/scalars.h"
+#include "tapegrad/core/error.h"
+#include "tapegrad/core/storage.h"
 #include "tapegrad/core/tensor.h"
 
 namespace tapegrad::backend {
@@ -78,7 +78,9 @@ const KernelTable& kernels(DeviceKind kind);
 // The registered table itself, never the profiled copy.
 const KernelTable& registered_kernels(DeviceKind kind);
 const KernelTable& profiled_kernels(DeviceKind kind);
-inline const KernelTable& kernels(Device device) { return kernels(device.kind()); }
+inline const KernelTable& kernels(Device device) {
+  return kernels(device.kind());
+}
 // Writable access for a backend's register function.
 KernelTable& mutable_kernels(DeviceKind kind);
 
@@ -91,9 +93,9 @@ void register_cuda_backend();  // a no-op in a build without CUDA
 }  // namespace tapegrad::backend
 
 // The kernel `slot` of the backend for `device`, or an Error: "no cuda kernel for softmax".
-#define TG_KERNEL(device, slot)                                                                 \
-  ([&]() {                                                                                      \
-    auto fn_ = ::tapegrad::backend::kernels(device).slot;                                      \
-    if (fn_ == nullptr) ::tapegrad::backend::missing_kernel(#slot, (device).kind());            \
-    return fn_;                                                                                 \
+#define TG_KERNEL(device, slot)                                                      \
+  ([&]() {                                                                           \
+    auto fn_ = ::tapegrad::backend::kernels(device).slot;                            \
+    if (fn_ == nullptr) ::tapegrad::backend::missing_kernel(#slot, (device).kind()); \
+    return fn_;                                                                      \
   }())

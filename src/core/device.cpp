@@ -34,13 +34,17 @@ Device::Device(const std::string& spec) : kind_(DeviceKind::CPU), index_(0) {
   TG_CHECK(kind_ != DeviceKind::CPU || index_ == 0, "Device: the cpu device has only index 0, got '", spec, "'");
 }
 
-const char* device_kind_name(DeviceKind kind) { return kind == DeviceKind::CPU ? "cpu" : "cuda"; }
+const char* device_kind_name(DeviceKind kind) {
+  return kind == DeviceKind::CPU ? "cpu" : "cuda";
+}
 
 std::string Device::str() const {
   if (kind_ == DeviceKind::CPU) return "cpu";
   return std::string("cuda:") + std::to_string(index_);
 }
 
-std::ostream& operator<<(std::ostream& out, const Device& device) { return out << device.str(); }
+std::ostream& operator<<(std::ostream& out, const Device& device) {
+  return out << device.str();
+}
 
 }  // namespace tapegrad

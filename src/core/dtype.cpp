@@ -7,26 +7,40 @@ namespace tapegrad {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::Float16:
+      return 2;
+    case DType::BFloat16:
+      return 2;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -47,7 +61,9 @@ bool is_floating_point(DType dtype) {
   return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16 || dtype == kBFloat16;
 }
 
-bool is_integral(DType dtype) { return dtype == kInt32 || dtype == kInt64 || dtype == kBool; }
+bool is_integral(DType dtype) {
+  return dtype == kInt32 || dtype == kInt64 || dtype == kBool;
+}
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
@@ -55,19 +71,28 @@ DType promote_types(DType a, DType b) {
   if ((a == kFloat16 && b == kBFloat16) || (a == kBFloat16 && b == kFloat16)) return kFloat32;
   auto rank = [](DType t) {
     switch (t) {
-      case DType::Bool: return 0;
-      case DType::Int32: return 1;
-      case DType::Int64: return 2;
-      case DType::Float16: return 3;
-      case DType::BFloat16: return 3;
-      case DType::Float32: return 4;
-      case DType::Float64: return 5;
+      case DType::Bool:
+        return 0;
+      case DType::Int32:
+        return 1;
+      case DType::Int64:
+        return 2;
+      case DType::Float16:
+        return 3;
+      case DType::BFloat16:
+        return 3;
+      case DType::Float32:
+        return 4;
+      case DType::Float64:
+        return 5;
     }
     return 0;
   };
   return rank(a) > rank(b) ? a : b;
 }
 
-std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
+std::ostream& operator<<(std::ostream& out, DType dtype) {
+  return out << dtype_name(dtype);
+}
 
 }  // namespace tapegrad

@@ -30,8 +30,8 @@ int64_t checked_numel(const char* op, const Shape& sizes) {
 size_t checked_nbytes(const char* op, const Shape& sizes, size_t itemsize) {
   const int64_t numel = checked_numel(op, sizes);
   int64_t nbytes = 0;
-  TG_CHECK(!__builtin_mul_overflow(numel, static_cast<int64_t>(itemsize), &nbytes), op, ": shape ",
-           shape_str(sizes), " of ", itemsize, "-byte elements needs more than 2^63 bytes");
+  TG_CHECK(!__builtin_mul_overflow(numel, static_cast<int64_t>(itemsize), &nbytes), op, ": shape ", shape_str(sizes),
+           " of ", itemsize, "-byte elements needs more than 2^63 bytes");
   return static_cast<size_t>(nbytes);
 }
 

@@ -28,8 +28,8 @@ void check_view_in_bounds(const Storage* storage, int64_t offset, const Shape& s
   for (size_t i = 0; i < sizes.size(); ++i) last += static_cast<__int128>(sizes[i] - 1) * strides[i];
   const __int128 needed = (last + 1) * static_cast<__int128>(dtype_size(dtype));
   TG_CHECK(needed <= static_cast<__int128>(storage->nbytes()), "Tensor: a view of shape ", shape_str(sizes),
-           ", strides ", shape_str(strides), " and offset ", offset, " reaches past its storage of ",
-           storage->nbytes(), " bytes");
+           ", strides ", shape_str(strides), " and offset ", offset, " reaches past its storage of ", storage->nbytes(),
+           " bytes");
 }
 
 }  // namespace
@@ -49,8 +49,12 @@ const TensorImpl& Tensor::checked() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim("size", dim, this->dim())]; }
-int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim("stride", dim, this->dim())]; }
+int64_t Tensor::size(int64_t dim) const {
+  return sizes()[wrap_dim("size", dim, this->dim())];
+}
+int64_t Tensor::stride(int64_t dim) const {
+  return strides()[wrap_dim("stride", dim, this->dim())];
+}
 
 bool Tensor::is_contiguous() const {
   const Shape& sz = sizes();
@@ -89,9 +93,9 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& grad) const {
   checked();
   if (grad.defined()) {
-    TG_CHECK(grad.sizes() == sizes() && grad.dtype() == dtype() && grad.device() == device(),
-             "set_grad: gradient ", shape_str(grad.sizes()), " ", grad.dtype(), " on ", grad.device(),
-             " does not match tensor ", shape_str(sizes()), " ", dtype(), " on ", device());
+    TG_CHECK(grad.sizes() == sizes() && grad.dtype() == dtype() && grad.device() == device(), "set_grad: gradient ",
+             shape_str(grad.sizes()), " ", grad.dtype(), " on ", grad.device(), " does not match tensor ",
+             shape_str(sizes()), " ", dtype(), " on ", device());
   }
   std::lock_guard<std::mutex> lock(impl_->autograd_mutex);  // Note [shared leaves]
   impl_->grad = grad.impl_ptr();

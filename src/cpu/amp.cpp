@@ -1,13 +1,14 @@
 // GradScaler's fused found-inf check and unscale on the CPU: one parallel pass over the elements
 // of all the gradients together (laid end to end, as the multi-tensor optimiser steps do), each
 // chunk keeping its own flag, so threads never write a shared location per element.
+#include "math/amp.h"
+
 #include <algorithm>
 #include <atomic>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
-#include "math/amp.h"
 
 namespace tapegrad::cpu {
 
@@ -28,12 +29,16 @@ bool unscale_range(T* g, int64_t n, float inv_scale) {
 
 bool unscale_segment(const Tensor& grad, int64_t begin, int64_t end, float inv_scale) {
   switch (grad.dtype()) {
-    case DType::Float32: return unscale_range(static_cast<float*>(grad.data_ptr()) + begin, end - begin, inv_scale);
-    case DType::Float64: return unscale_range(static_cast<double*>(grad.data_ptr()) + begin, end - begin, inv_scale);
-    case DType::Float16: return unscale_range(static_cast<Half*>(grad.data_ptr()) + begin, end - begin, inv_scale);
+    case DType::Float32:
+      return unscale_range(static_cast<float*>(grad.data_ptr()) + begin, end - begin, inv_scale);
+    case DType::Float64:
+      return unscale_range(static_cast<double*>(grad.data_ptr()) + begin, end - begin, inv_scale);
+    case DType::Float16:
+      return unscale_range(static_cast<Half*>(grad.data_ptr()) + begin, end - begin, inv_scale);
     case DType::BFloat16:
       return unscale_range(static_cast<BFloat16*>(grad.data_ptr()) + begin, end - begin, inv_scale);
-    default: return false;  // checked before the parallel region
+    default:
+      return false;  // checked before the parallel region
   }
 }
 

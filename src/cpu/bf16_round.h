@@ -13,8 +13,8 @@ namespace tapegrad::cpu {
 __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m256i round_to_bf16(__m512 x) {
   constexpr __mmask16 all = 0xFFFF;
   const __m512i u = _mm512_castps_si512(x);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), _mm512_set1_epi32(1));
   __m512i rounded =
       _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);

@@ -232,18 +232,34 @@ CachingCpuAllocator& instance() {
   return *allocator;
 }
 
-void CachingCpuAllocator::instance_cache(void* ptr, int cls) { instance().cache(ptr, cls); }
-void CachingCpuAllocator::instance_release(void* ptr, size_t size) { instance().release(ptr, size); }
+void CachingCpuAllocator::instance_cache(void* ptr, int cls) {
+  instance().cache(ptr, cls);
+}
+void CachingCpuAllocator::instance_release(void* ptr, size_t size) {
+  instance().release(ptr, size);
+}
 
 }  // namespace
 
-Allocator& cpu_allocator() { return instance(); }
+Allocator& cpu_allocator() {
+  return instance();
+}
 
-CpuMemoryStats cpu_memory_stats() { return instance().stats(); }
-void reset_peak_cpu_memory_stats() { instance().reset_peaks(); }
-void cpu_empty_cache() { instance().empty_cache(); }
-void set_cpu_caching_enabled(bool enabled) { instance().set_enabled(enabled); }
-void set_cpu_cache_limit(size_t bytes) { instance().set_limit(bytes); }
+CpuMemoryStats cpu_memory_stats() {
+  return instance().stats();
+}
+void reset_peak_cpu_memory_stats() {
+  instance().reset_peaks();
+}
+void cpu_empty_cache() {
+  instance().empty_cache();
+}
+void set_cpu_caching_enabled(bool enabled) {
+  instance().set_enabled(enabled);
+}
+void set_cpu_cache_limit(size_t bytes) {
+  instance().set_limit(bytes);
+}
 
 size_t cpu_allocation_size(size_t nbytes) {
   TG_CHECK(nbytes > 0 && nbytes <= kLargestRequest, "cpu_allocation_size: no size class for ", nbytes, " bytes");

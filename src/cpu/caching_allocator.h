@@ -31,10 +31,10 @@ struct CpuMemoryStats {
   size_t peak_allocated_bytes = 0;  // highest allocated_bytes since start or reset_peak_cpu_memory_stats()
   size_t peak_cached_bytes = 0;
   size_t cache_limit_bytes = 0;
-  int64_t num_allocations = 0;      // requests served (nonzero sizes)
-  int64_t num_cache_hits = 0;       // of those, served from the cache
-  int64_t num_system_allocs = 0;    // blocks obtained from the system, failed attempts included
-  int64_t num_system_frees = 0;     // blocks given back to the system
+  int64_t num_allocations = 0;    // requests served (nonzero sizes)
+  int64_t num_cache_hits = 0;     // of those, served from the cache
+  int64_t num_system_allocs = 0;  // blocks obtained from the system, failed attempts included
+  int64_t num_system_frees = 0;   // blocks given back to the system
   bool caching_enabled = false;
 };
 

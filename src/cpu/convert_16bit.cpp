@@ -36,7 +36,8 @@ TG_AVX512 __m256i bf16_of(__m512i u) {
   const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
   const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(kAll, u, 16), _mm512_set1_epi32(1));
-  __m512i rounded = _mm512_maskz_srli_epi32(kAll, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+  __m512i rounded =
+      _mm512_maskz_srli_epi32(kAll, _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
   rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
   return _mm512_maskz_cvtepi32_epi16(kAll, rounded);
 }
@@ -82,15 +83,16 @@ TG_AVX512 void f16_to_floats(const uint16_t* x, float* y, int64_t n) {
         _mm512_cmpeq_epi32_mask(_mm512_and_si512(wide, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) &
         _mm512_cmpneq_epi32_mask(mant, _mm512_setzero_si512());
     const __m512i sign = _mm512_maskz_slli_epi32(kAll, _mm512_and_si512(wide, _mm512_set1_epi32(0x8000)), 16);
-    const __m512i kept = _mm512_or_si512(_mm512_or_si512(sign, _mm512_set1_epi32(0x7f800000)), _mm512_maskz_slli_epi32(kAll, mant, 13));
+    const __m512i kept =
+        _mm512_or_si512(_mm512_or_si512(sign, _mm512_set1_epi32(0x7f800000)), _mm512_maskz_slli_epi32(kAll, mant, 13));
     out = _mm512_mask_mov_epi32(out, nan, kept);
     _mm512_mask_storeu_epi32(y + i, m, out);
   }
 }
 
 bool have_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
+  static const bool yes =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return yes;
 }
 

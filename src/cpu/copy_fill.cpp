@@ -127,7 +127,8 @@ void normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t 
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 2048, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        o[i] = static_cast<T>(math::normal_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), mean, std));
+        o[i] =
+            static_cast<T>(math::normal_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), mean, std));
     });
   });
 }
@@ -139,7 +140,8 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
     T* o = static_cast<T*>(out.data_ptr());
     parallel_for(0, out.numel(), 4096, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        o[i] = static_cast<T>(math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
+        o[i] = static_cast<T>(
+            math::randint_value(math::philox4x32_10(offset + static_cast<uint64_t>(i), seed), low, range));
       }
     });
   });

@@ -46,9 +46,9 @@ void softmax(const Tensor& x, const Tensor& out, bool log);
 void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_x, bool log);
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& losses, const Tensor& logsumexp,
                    const Tensor& reduced, const Tensor& count, int64_t ignore_index, double label_smoothing);
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
-                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
-                            int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing);
 
 // layer_norm.cpp
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -85,7 +85,6 @@ void sgd_step_many(const std::vector<backend::SgdTensors>& params, const math::S
 void adam_step_many(const std::vector<backend::AdamTensors>& params, const math::AdamHyper& hyper);
 
 // amp.cpp
-void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
-                                  const Tensor& inv_scale);
+void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale);
 
 }  // namespace tapegrad::cpu

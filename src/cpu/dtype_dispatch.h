@@ -18,8 +18,12 @@ struct TypeTag {
 template <class F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float32: f(TypeTag<float>{}); return;
-    case DType::Float64: f(TypeTag<double>{}); return;
+    case DType::Float32:
+      f(TypeTag<float>{});
+      return;
+    case DType::Float64:
+      f(TypeTag<double>{});
+      return;
     default:
       TG_CHECK(false, op, ": the cpu backend computes in float32/float64, got ", dtype,
                (dtype == kFloat16 || dtype == kBFloat16) ? " (convert with .to(kFloat32))" : "");
@@ -30,9 +34,14 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
 template <class F>
 void dispatch_numeric(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Int32: f(TypeTag<int32_t>{}); return;
-    case DType::Int64: f(TypeTag<int64_t>{}); return;
-    default: dispatch_floating(dtype, op, f);
+    case DType::Int32:
+      f(TypeTag<int32_t>{});
+      return;
+    case DType::Int64:
+      f(TypeTag<int64_t>{});
+      return;
+    default:
+      dispatch_floating(dtype, op, f);
   }
 }
 
@@ -55,10 +64,17 @@ void dispatch_numeric_compute(DType dtype, const char* op, F&& f) {
 template <class F>
 void dispatch_all(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float16: f(TypeTag<Half>{}); return;
-    case DType::BFloat16: f(TypeTag<BFloat16>{}); return;
-    case DType::Bool: f(TypeTag<bool>{}); return;
-    default: dispatch_numeric(dtype, op, f);
+    case DType::Float16:
+      f(TypeTag<Half>{});
+      return;
+    case DType::BFloat16:
+      f(TypeTag<BFloat16>{});
+      return;
+    case DType::Bool:
+      f(TypeTag<bool>{});
+      return;
+    default:
+      dispatch_numeric(dtype, op, f);
   }
 }
 

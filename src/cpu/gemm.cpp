@@ -29,8 +29,10 @@ struct BlasOperand {
 // rows x cols matrix at `m`, strides from the last two dims.
 BlasOperand as_blas(const Tensor& m, int64_t rows, int64_t cols) {
   int64_t s_row = m.stride(-2), s_col = m.stride(-1);
-  if (s_col == 1 && (s_row >= std::max<int64_t>(1, cols) || rows == 1)) return {m, CblasNoTrans, std::max<int64_t>({s_row, cols, 1})};
-  if (s_row == 1 && (s_col >= std::max<int64_t>(1, rows) || cols == 1)) return {m, CblasTrans, std::max<int64_t>({s_col, rows, 1})};
+  if (s_col == 1 && (s_row >= std::max<int64_t>(1, cols) || rows == 1))
+    return {m, CblasNoTrans, std::max<int64_t>({s_row, cols, 1})};
+  if (s_row == 1 && (s_col >= std::max<int64_t>(1, rows) || cols == 1))
+    return {m, CblasTrans, std::max<int64_t>({s_col, rows, 1})};
   Tensor c = backend::contiguous_copy(m, "gemm");
   return {c, CblasNoTrans, std::max<int64_t>(cols, 1)};
 }
@@ -83,8 +85,8 @@ constexpr int64_t kSerialMacs = int64_t{1} << 20;
 // y[i * inc_y] = alpha * (row i of M) . x + beta * y[i * inc_y] for M rows x cols row-major with
 // leading dimension `lead`, x contiguous. Four rows share each load of x. beta = 0 sets y.
 template <class T>
-TG_GEMV_INLINE void serial_gemv_rows(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x, T beta,
-                             T* y, int64_t inc_y) {
+TG_GEMV_INLINE void serial_gemv_rows(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x,
+                                     T beta, T* y, int64_t inc_y) {
   auto store = [&](int64_t i, T dot) {
     T& out = y[i * inc_y];
     out = beta == T(0) ? alpha * dot : alpha * dot + beta * out;
@@ -117,8 +119,8 @@ TG_GEMV_INLINE void serial_gemv_rows(int64_t rows, int64_t cols, T alpha, const 
 // y[j] = alpha * sum_i M[i, j] x[i] + beta * y[j] (y contiguous, cols long): M^T x as scaled rows
 // of M added into y, four rows per pass over y.
 template <class T>
-TG_GEMV_INLINE void serial_gemv_columns(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x, T beta,
-                                T* y) {
+TG_GEMV_INLINE void serial_gemv_columns(int64_t rows, int64_t cols, T alpha, const T* mat, int64_t lead, const T* x,
+                                        T beta, T* y) {
   if (beta == T(0)) {
     for (int64_t j = 0; j < cols; ++j) y[j] = T(0);
   } else if (beta != T(1)) {
@@ -152,16 +154,16 @@ TG_GEMV_CLONES void serial_gemv_columns_f32(int64_t rows, int64_t cols, float al
                                             const float* x, float beta, float* y) {
   serial_gemv_columns<float>(rows, cols, alpha, mat, lead, x, beta, y);
 }
-TG_GEMV_CLONES void serial_gemv_columns_f64(int64_t rows, int64_t cols, double alpha, const double* mat,
-                                            int64_t lead, const double* x, double beta, double* y) {
+TG_GEMV_CLONES void serial_gemv_columns_f64(int64_t rows, int64_t cols, double alpha, const double* mat, int64_t lead,
+                                            const double* x, double beta, double* y) {
   serial_gemv_columns<double>(rows, cols, alpha, mat, lead, x, beta, y);
 }
 
 // y (stride inc_y) = alpha * op(M) x + beta * y, M row-major `rows` x `cols` as stored with leading
 // dimension `lead`; x has stride inc_x >= 1. beta = 0 sets y (its old contents are never read).
 template <class T>
-void gemv_call(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, double alpha, const T* mat, int64_t lead,
-               const T* x, int64_t inc_x, double beta, T* y, int64_t inc_y) {
+void gemv_call(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, double alpha, const T* mat, int64_t lead, const T* x,
+               int64_t inc_x, double beta, T* y, int64_t inc_y) {
   const int64_t len_x = trans == CblasNoTrans ? cols : rows, len_y = trans == CblasNoTrans ? rows : cols;
   if (rows * cols < kSerialMacs) {
     std::vector<T> x_copy, y_copy;
@@ -313,8 +315,9 @@ void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double a
   TG_CHECK(products == kBFloat16, "mm: the CPU's mixed-precision products are bfloat16, got ", products);
   if (n == 0 || m == 0) return;
   auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == kFloat32 || t.dtype() == kBFloat16; };
-  TG_CHECK(f32_or_bf16(a) && f32_or_bf16(b) && f32_or_bf16(out), "mm: bf16 products need float32 or bfloat16 tensors, got ",
-           a.dtype(), ", ", b.dtype(), " and ", out.dtype());
+  TG_CHECK(f32_or_bf16(a) && f32_or_bf16(b) && f32_or_bf16(out),
+           "mm: bf16 products need float32 or bfloat16 tensors, got ", a.dtype(), ", ", b.dtype(), " and ",
+           out.dtype());
   TG_ASSERT(out.stride(1) == 1 || m == 1);
   const int64_t ldc = std::max<int64_t>(out.stride(0), std::max<int64_t>(m, 1));
   thread_local std::vector<float> scratch;  // float32 sums before their last pass; kept: small products run every step
@@ -328,7 +331,8 @@ void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double a
       });
     });
     const bool half = out.dtype() == kBFloat16;
-    store_transposed(scratch.data(), n, n, m, static_cast<float>(beta), half ? nullptr : static_cast<float*>(out.data_ptr()),
+    store_transposed(scratch.data(), n, n, m, static_cast<float>(beta),
+                     half ? nullptr : static_cast<float*>(out.data_ptr()),
                      half ? static_cast<BFloat16*>(out.data_ptr()) : nullptr, ldc);
     return;
   }
@@ -378,8 +382,8 @@ void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   const bool same = a.dtype() == products && b.dtype() == products && out.dtype() == products;
   if (!same) {  // gemm_as's rules (ops/op_helpers.cpp), for the only caller, linear
     for (const Tensor* t : {&a, &b, &out})
-      TG_CHECK(t->dtype() == kFloat32 || t->dtype() == products, "linear: no ", products, " products for ",
-               t->dtype(), " tensors");
+      TG_CHECK(t->dtype() == kFloat32 || t->dtype() == products, "linear: no ", products, " products for ", t->dtype(),
+               " tensors");
   }
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
   if (products == kBFloat16 && out.dtype() == kBFloat16 && n > 1 && m > 1 && k > 0 &&
@@ -427,15 +431,16 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, con
                float* c, int64_t ldc) {
   gemm_rows_impl<float>(m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
-void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
-               double beta, double* c, int64_t ldc) {
+void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+               double* c, int64_t ldc) {
   gemm_rows_impl<double>(m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 // The same per batch: one BLAS call per matrix (OpenBLAS threads inside each call).
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
   const int64_t batch = a.size(0);
-  for (int64_t i = 0; i < batch; ++i) gemm(a.detach().select(0, i), b.detach().select(0, i), out.detach().select(0, i), alpha, beta);
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(a.detach().select(0, i), b.detach().select(0, i), out.detach().select(0, i), alpha, beta);
 }
 
 }  // namespace tapegrad::cpu

@@ -11,7 +11,7 @@ namespace tapegrad::cpu {
 // columns contiguous. beta = 0 sets C (its old contents are never read).
 void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc);
-void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
-               double beta, double* c, int64_t ldc);
+void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+               double* c, int64_t ldc);
 
 }  // namespace tapegrad::cpu

@@ -54,12 +54,18 @@ std::atomic<bool>& use_avx512() {
 
 }  // namespace
 
-void set_cpu_gemm(CpuGemm choice) { use_avx512().store(resolve(choice)); }
+void set_cpu_gemm(CpuGemm choice) {
+  use_avx512().store(resolve(choice));
+}
 
-const char* cpu_gemm_name() { return use_avx512().load() ? "avx512" : "openblas"; }
+const char* cpu_gemm_name() {
+  return use_avx512().load() ? "avx512" : "openblas";
+}
 
 namespace cpu {
-bool use_sgemm_avx512() { return use_avx512().load(std::memory_order_relaxed); }
+bool use_sgemm_avx512() {
+  return use_avx512().load(std::memory_order_relaxed);
+}
 }  // namespace cpu
 
 }  // namespace tapegrad

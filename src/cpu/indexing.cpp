@@ -16,9 +16,12 @@ struct Around {
 Around around(const Shape& sizes, int64_t dim) {
   Around a;
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim) a.outer *= sizes[d];
-    else if (d == dim) a.extent = sizes[d];
-    else a.inner *= sizes[d];
+    if (d < dim)
+      a.outer *= sizes[d];
+    else if (d == dim)
+      a.extent = sizes[d];
+    else
+      a.inner *= sizes[d];
   }
   return a;
 }
@@ -36,7 +39,8 @@ void for_each_index(const Tensor& index, int64_t dim, const F& f) {
 }  // namespace
 
 // Overwrites out. x, index and out contiguous.
-void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck /*check: the op checked on the host*/) {
+void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out,
+                  backend::DeviceCheck /*check: the op checked on the host*/) {
   Around a = around(x.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -54,7 +58,8 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
 
 // Accumulates: out[.., index[k], ..] += src[.., k, ..]. Parallel over the outer and inner dims, so
 // duplicate indices never race.
-void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck /*check: the op checked on the host*/) {
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+               backend::DeviceCheck /*check: the op checked on the host*/) {
   Around a = around(out.sizes(), dim);
   const int64_t count = index.numel();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -78,7 +83,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
 }
 
 // Overwrites out (shape of index). x, index, out contiguous.
-void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, backend::DeviceCheck /*check: the op checked on the host*/) {
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out,
+            backend::DeviceCheck /*check: the op checked on the host*/) {
   Around xa = around(x.sizes(), dim);
   Around ia = around(index.sizes(), dim);
   dispatch_all(x.dtype(), "gather", [&](auto tag) {
@@ -93,7 +99,8 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
 }
 
 // Accumulates: out[.., index[..], ..] += src[..]. Serial: duplicate indices may collide.
-void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck /*check: the op checked on the host*/) {
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                 backend::DeviceCheck /*check: the op checked on the host*/) {
   Around oa = around(out.sizes(), dim);
   Around ia = around(index.sizes(), dim);
   Around sa = around(src.sizes(), dim);

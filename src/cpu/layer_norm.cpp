@@ -2,6 +2,8 @@
 // formulas are math/layer_norm.h, shared with the CUDA kernels. Float runs the row bodies compiled
 // per instruction set (TG_VECTOR_CLONES); row sums keep kLanes partial results so the loops
 // vectorise in an order fixed by the row length, not by the machine's vector width.
+#include "math/layer_norm.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -10,7 +12,6 @@
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
-#include "math/layer_norm.h"
 
 namespace tapegrad::cpu {
 
@@ -111,7 +112,8 @@ TG_ALWAYS_INLINE void layer_norm_backward_rows(const T* grad_y, const T* x, cons
       // The same two passes with dxhat = dy * w, or dy without a weight.
       auto write_dx = [&](const auto& dxhat) {
         T sum_dxhat, sum_dxhat_xhat;
-        lane_sums<T>(cols, dxhat, [&](int64_t c) { return dxhat(c) * xhat(c); }, sum_dxhat, sum_dxhat_xhat);
+        lane_sums<T>(
+            cols, dxhat, [&](int64_t c) { return dxhat(c) * xhat(c); }, sum_dxhat, sum_dxhat_xhat);
         for (int64_t c = 0; c < cols; ++c)
           dx[c] = math::layer_norm_backward_element(dxhat(c), xhat(c), s, sum_dxhat, sum_dxhat_xhat, inv_n);
       };

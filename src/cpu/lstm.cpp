@@ -2,6 +2,8 @@
 // step has enough work; and the whole recurrence of a layer, parallel over slices of the batch.
 // Float runs the shared formulas with the vectorisable activations of vec_math.h, compiled per
 // instruction set; double keeps the math library's (the gradchecks).
+#include "math/lstm.h"
+
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -14,18 +16,21 @@
 #include "cpu/parallel.h"
 #include "cpu/sbgemm.h"
 #include "cpu/vec_math.h"
-#include "math/lstm.h"
 
 namespace tapegrad::cpu {
 
 namespace {
 
-bool row_active(const int64_t* lengths, int64_t b, int64_t t) { return lengths == nullptr || t < lengths[b]; }
+bool row_active(const int64_t* lengths, int64_t b, int64_t t) {
+  return lengths == nullptr || t < lengths[b];
+}
 
 // A step's rows stay on one thread unless each thread gets at least this many hidden units (each
 // costs five activations: ~2 ns vectorised), so a region's start-up is paid only for real work.
 constexpr int64_t kCellGrainUnits = 8192;
-int64_t rows_grain(int64_t hidden) { return std::max<int64_t>(1, kCellGrainUnits / std::max<int64_t>(hidden, 1)); }
+int64_t rows_grain(int64_t hidden) {
+  return std::max<int64_t>(1, kCellGrainUnits / std::max<int64_t>(hidden, 1));
+}
 
 // One active row of the cell. Gates are [4H] (i, f, g, o), the rest [H]. The restrict-qualified
 // parameters say the streams do not overlap, so the loop vectorises without overlap checks; the
@@ -271,8 +276,14 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     if (grad_bias->defined()) fill(*grad_bias, 0.0);
   // The running state gradients start as the last state's (undefined: zeros).
   if (dh.numel() > 0) {
-    if (grad_h_n.defined()) copy(grad_h_n, dh); else fill(dh, 0.0);
-    if (grad_c_n.defined()) copy(grad_c_n, dc); else fill(dc, 0.0);
+    if (grad_h_n.defined())
+      copy(grad_h_n, dh);
+    else
+      fill(dh, 0.0);
+    if (grad_c_n.defined())
+      copy(grad_c_n, dc);
+    else
+      fill(dc, 0.0);
   }
   if (steps == 0 || batch == 0) return;
   const int64_t* len = lengths_data(lengths);

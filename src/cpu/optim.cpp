@@ -17,12 +17,13 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include "math/optim.h"
+
 #include <algorithm>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
-#include "math/optim.h"
 
 // The library is built for the baseline x86-64 so that it runs anywhere; the hot loops are also
 // compiled for AVX2 and AVX-512 and the best one the CPU supports is picked once, at load time
@@ -64,15 +65,14 @@ TG_OPTIM_INLINE void sgd_loop(T* __restrict p, const T* __restrict g, T* __restr
                               const math::SgdConstants<T>& constants) {
   const math::SgdConstants<T> c = constants;  // a local copy: no store in the loop can change it
   for (int64_t i = 0; i < n; ++i)
-    math::sgd_update<T, kDecay, kMomentum, kNesterov>(p[i], g[i], kMomentum == math::SgdMomentum::None ? nullptr : buf + i,
-                                                      c);
+    math::sgd_update<T, kDecay, kMomentum, kNesterov>(p[i], g[i],
+                                                      kMomentum == math::SgdMomentum::None ? nullptr : buf + i, c);
 }
 
 // Elements [begin, end) of one parameter, the options chosen once for the whole range.
 template <class T>
-TG_OPTIM_INLINE void sgd_range_impl(const SgdPointers<T>& a, int64_t begin, int64_t end,
-                                    const math::SgdConstants<T>& c, math::SgdMomentum momentum, bool decay,
-                                    bool nesterov) {
+TG_OPTIM_INLINE void sgd_range_impl(const SgdPointers<T>& a, int64_t begin, int64_t end, const math::SgdConstants<T>& c,
+                                    math::SgdMomentum momentum, bool decay, bool nesterov) {
   using math::SgdMomentum;
   T* p = a.p + begin;
   const T* g = a.g + begin;
@@ -80,25 +80,35 @@ TG_OPTIM_INLINE void sgd_range_impl(const SgdPointers<T>& a, int64_t begin, int6
   const int64_t n = end - begin;
   switch (momentum) {
     case SgdMomentum::None:
-      if (decay) sgd_loop<T, true, SgdMomentum::None, false>(p, g, buf, n, c);
-      else sgd_loop<T, false, SgdMomentum::None, false>(p, g, buf, n, c);
+      if (decay)
+        sgd_loop<T, true, SgdMomentum::None, false>(p, g, buf, n, c);
+      else
+        sgd_loop<T, false, SgdMomentum::None, false>(p, g, buf, n, c);
       return;
     case SgdMomentum::First:
       if (nesterov) {
-        if (decay) sgd_loop<T, true, SgdMomentum::First, true>(p, g, buf, n, c);
-        else sgd_loop<T, false, SgdMomentum::First, true>(p, g, buf, n, c);
+        if (decay)
+          sgd_loop<T, true, SgdMomentum::First, true>(p, g, buf, n, c);
+        else
+          sgd_loop<T, false, SgdMomentum::First, true>(p, g, buf, n, c);
       } else {
-        if (decay) sgd_loop<T, true, SgdMomentum::First, false>(p, g, buf, n, c);
-        else sgd_loop<T, false, SgdMomentum::First, false>(p, g, buf, n, c);
+        if (decay)
+          sgd_loop<T, true, SgdMomentum::First, false>(p, g, buf, n, c);
+        else
+          sgd_loop<T, false, SgdMomentum::First, false>(p, g, buf, n, c);
       }
       return;
     case SgdMomentum::Running:
       if (nesterov) {
-        if (decay) sgd_loop<T, true, SgdMomentum::Running, true>(p, g, buf, n, c);
-        else sgd_loop<T, false, SgdMomentum::Running, true>(p, g, buf, n, c);
+        if (decay)
+          sgd_loop<T, true, SgdMomentum::Running, true>(p, g, buf, n, c);
+        else
+          sgd_loop<T, false, SgdMomentum::Running, true>(p, g, buf, n, c);
       } else {
-        if (decay) sgd_loop<T, true, SgdMomentum::Running, false>(p, g, buf, n, c);
-        else sgd_loop<T, false, SgdMomentum::Running, false>(p, g, buf, n, c);
+        if (decay)
+          sgd_loop<T, true, SgdMomentum::Running, false>(p, g, buf, n, c);
+        else
+          sgd_loop<T, false, SgdMomentum::Running, false>(p, g, buf, n, c);
       }
       return;
   }
@@ -175,13 +185,19 @@ TG_OPTIM_INLINE void adam_range_impl(const AdamPointers<T>& a, int64_t begin, in
   T* v_max = a.v_max != nullptr ? a.v_max + begin : nullptr;
   const int64_t n = end - begin;
   if (amsgrad) {
-    if (decay == AdamDecay::None) adam_loop<T, AdamDecay::None, true>(p, g, m, v, v_max, n, c);
-    else if (decay == AdamDecay::L2) adam_loop<T, AdamDecay::L2, true>(p, g, m, v, v_max, n, c);
-    else adam_loop<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, n, c);
+    if (decay == AdamDecay::None)
+      adam_loop<T, AdamDecay::None, true>(p, g, m, v, v_max, n, c);
+    else if (decay == AdamDecay::L2)
+      adam_loop<T, AdamDecay::L2, true>(p, g, m, v, v_max, n, c);
+    else
+      adam_loop<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, n, c);
   } else {
-    if (decay == AdamDecay::None) adam_loop<T, AdamDecay::None, false>(p, g, m, v, v_max, n, c);
-    else if (decay == AdamDecay::L2) adam_loop<T, AdamDecay::L2, false>(p, g, m, v, v_max, n, c);
-    else adam_loop<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, n, c);
+    if (decay == AdamDecay::None)
+      adam_loop<T, AdamDecay::None, false>(p, g, m, v, v_max, n, c);
+    else if (decay == AdamDecay::L2)
+      adam_loop<T, AdamDecay::L2, false>(p, g, m, v, v_max, n, c);
+    else
+      adam_loop<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, n, c);
   }
 }
 
@@ -216,8 +232,8 @@ struct AdamPlan {
 };
 
 template <class T>
-AdamPointers<T> adam_pointers(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                              const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
+AdamPointers<T> adam_pointers(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                              const Tensor& max_exp_avg_sq) {
   return {static_cast<T*>(param.data_ptr()), static_cast<const T*>(grad.data_ptr()),
           static_cast<T*>(exp_avg.data_ptr()), static_cast<T*>(exp_avg_sq.data_ptr()),
           max_exp_avg_sq.defined() ? static_cast<T*>(max_exp_avg_sq.data_ptr()) : nullptr};

@@ -1,12 +1,13 @@
 // Reductions on the CPU over a contiguous tensor viewed as [outer, reduced, inner]. Sums of floats
 // accumulate in f64 in a fixed order, so results do not depend on the thread count.
+#include "math/reduce.h"
+
 #include <limits>
 #include <vector>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/dtype_dispatch.h"
 #include "cpu/parallel.h"
-#include "math/reduce.h"
 
 namespace tapegrad::cpu {
 
@@ -39,8 +40,7 @@ void reduce_typed(ReduceOp op, const T* x, Out* out, int64_t outer, int64_t redu
     int64_t blocks = (reduced + kBlock - 1) / kBlock;
     std::vector<Accumulator<T>> partial(static_cast<size_t>(std::max<int64_t>(blocks, 1)), 0);
     parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k)
-        partial[k] = sum_run(x + k * kBlock, std::min(kBlock, reduced - k * kBlock), 1);
+      for (int64_t k = b; k < e; ++k) partial[k] = sum_run(x + k * kBlock, std::min(kBlock, reduced - k * kBlock), 1);
     });
     Accumulator<T> total = 0;
     for (auto p : partial) total += p;
@@ -127,7 +127,8 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int6
   dispatch_numeric(x.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (out.dtype() == x.dtype()) {
-      reduce_typed<T, T>(op, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), outer, reduced, inner);
+      reduce_typed<T, T>(op, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), outer, reduced,
+                         inner);
     } else {
       TG_ASSERT(out.dtype() == kInt64);
       reduce_typed<T, int64_t>(op, static_cast<const T*>(x.data_ptr()), static_cast<int64_t*>(out.data_ptr()), outer,

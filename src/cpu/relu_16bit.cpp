@@ -32,14 +32,18 @@ TG_ALWAYS_INLINE uint16_t rounded_nan(uint16_t bits, Format16 f) {
 }
 
 // bits in [1, infinity]: a number > 0. Unsigned wrap-around makes it one compare.
-TG_ALWAYS_INLINE bool positive(uint16_t bits, Format16 f) { return static_cast<uint16_t>(bits - 1) < f.infinity; }
+TG_ALWAYS_INLINE bool positive(uint16_t bits, Format16 f) {
+  return static_cast<uint16_t>(bits - 1) < f.infinity;
+}
 
 // bits in [0x8001, 0x8000 | infinity]: a number < 0.
 TG_ALWAYS_INLINE bool negative(uint16_t bits, Format16 f) {
   return static_cast<uint16_t>(bits - 0x8001) < f.infinity;
 }
 
-TG_ALWAYS_INLINE bool is_nan(uint16_t bits, Format16 f) { return (bits & 0x7fff) > f.infinity; }
+TG_ALWAYS_INLINE bool is_nan(uint16_t bits, Format16 f) {
+  return (bits & 0x7fff) > f.infinity;
+}
 
 TG_VECTOR_CLONES void relu_bits(Format16 f, const uint16_t* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -48,15 +52,16 @@ TG_VECTOR_CLONES void relu_bits(Format16 f, const uint16_t* x, uint16_t* y, int6
   }
 }
 
-TG_VECTOR_CLONES void relu_backward_bits(Format16 f, const uint16_t* g, const uint16_t* x, uint16_t* gx,
-                                         int64_t n) {
+TG_VECTOR_CLONES void relu_backward_bits(Format16 f, const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint16_t b = g[i];
     gx[i] = !positive(x[i], f) ? uint16_t{0} : is_nan(b, f) ? rounded_nan(b, f) : b;
   }
 }
 
-bool is_16bit_float(DType dtype) { return dtype == kBFloat16 || dtype == kFloat16; }
+bool is_16bit_float(DType dtype) {
+  return dtype == kBFloat16 || dtype == kFloat16;
+}
 
 // Contiguous tensors of one 16-bit dtype and one element count: the flat loops apply.
 bool flat_16bit(std::initializer_list<const Tensor*> tensors) {
@@ -67,7 +72,9 @@ bool flat_16bit(std::initializer_list<const Tensor*> tensors) {
   return true;
 }
 
-Format16 format_of(DType dtype) { return dtype == kBFloat16 ? kBFloat16Format : kFloat16Format; }
+Format16 format_of(DType dtype) {
+  return dtype == kBFloat16 ? kBFloat16Format : kFloat16Format;
+}
 
 }  // namespace
 
@@ -76,9 +83,8 @@ bool relu_16bit(const Tensor& x, const Tensor& out) {
   const Format16 f = format_of(x.dtype());
   const auto* in = static_cast<const uint16_t*>(x.data_ptr());
   auto* o = static_cast<uint16_t*>(out.data_ptr());
-  parallel_for(0, x.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
-    relu_bits(f, in + begin, o + begin, end - begin);
-  });
+  parallel_for(0, x.numel(), kGrainSize,
+               [&](int64_t begin, int64_t end) { relu_bits(f, in + begin, o + begin, end - begin); });
   return true;
 }
 

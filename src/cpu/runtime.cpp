@@ -1,11 +1,12 @@
 // Thread settings: one process-wide count for our OpenMP loops and OpenBLAS (its OpenMP build).
 // omp_set_num_threads alone would only reach the calling thread's OpenMP state.
+#include "tapegrad/runtime.h"
+
 #include <omp.h>
 
 #include <atomic>
 
 #include "tapegrad/core/error.h"
-#include "tapegrad/runtime.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 

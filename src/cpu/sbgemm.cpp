@@ -40,11 +40,19 @@ std::atomic<SbgemmKernel> kernel_limit{SbgemmKernel::Amx};
 
 // Depth pairs of a packed panel, padded with zeros to whole AMX tiles so that both native kernels
 // read the same layout.
-int64_t panel_pairs(int64_t k) { return (k + 1) / 2 + (-((k + 1) / 2) & (amx::kTilePairs - 1)); }
+int64_t panel_pairs(int64_t k) {
+  return (k + 1) / 2 + (-((k + 1) / 2) & (amx::kTilePairs - 1));
+}
 
-uint16_t round_bf16(float v) { return BFloat16(v).bits; }
-uint16_t round_bf16(BFloat16 v) { return v.bits; }
-float as_float(uint16_t bits) { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
+uint16_t round_bf16(float v) {
+  return BFloat16(v).bits;
+}
+uint16_t round_bf16(BFloat16 v) {
+  return v.bits;
+}
+float as_float(uint16_t bits) {
+  return detail::bits_float(static_cast<uint32_t>(bits) << 16);
+}
 
 // Below this many multiply-adds a product stays on the calling thread (as in sgemm_avx512.cpp).
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
@@ -55,8 +63,8 @@ constexpr int64_t kParallelPack = int64_t{1} << 16;
 
 #define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-constexpr int kMr = 12;       // rows of a register tile
-constexpr int kNr = 32;       // columns of a register tile and of a panel
+constexpr int kMr = 12;  // rows of a register tile
+constexpr int kNr = 32;  // columns of a register tile and of a panel
 // Note [bf16 blocking]: at twice the f32 kernel's rate, the product's time went to memory rather
 // than to vdpbf16ps (about two thirds of the peak at 2048^3, on Zen 5). Three changes, each measured:
 // - Deep depth blocks (up to 2048): a tile's sums finish in registers, so C is written once instead
@@ -68,8 +76,8 @@ constexpr int kNr = 32;       // columns of a register tile and of a panel
 //   run at the same speed), and a bf16 output rounded by the tile kernel as it stores.
 // At 2048^3 on 2 threads this took the kernel from about 540 to about 730 GFLOP/s (the peak of
 // vdpbf16ps there is about 870).
-constexpr int64_t kKp = 1024;  // depth pairs of a block: a 2048-deep product touches C once
-constexpr int64_t kMc = 48;    // rows of A that pass over one panel block while it stays in L2
+constexpr int64_t kKp = 1024;               // depth pairs of a block: a 2048-deep product touches C once
+constexpr int64_t kMc = 48;                 // rows of A that pass over one panel block while it stays in L2
 constexpr int64_t kChunkBytes = 512 << 10;  // the panels a thread takes at a time: their blocks in L2
 
 TG_AVX512_BF16 __mmask16 lanes(int64_t count) {
@@ -124,7 +132,9 @@ TG_AVX512_BF16 void transpose_16x16(__m512i r[16]) {
 TG_AVX512_BF16 __m256i bf16_lanes(const float* x, __mmask16 mask) {
   return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
 }
-TG_AVX512_BF16 __m256i bf16_lanes(const BFloat16* x, __mmask16 mask) { return _mm256_maskz_loadu_epi16(mask, x); }
+TG_AVX512_BF16 __m256i bf16_lanes(const BFloat16* x, __mmask16 mask) {
+  return _mm256_maskz_loadu_epi16(mask, x);
+}
 
 template <class T>
 TG_AVX512_BF16 void columns_to_bf16(const T* a, int64_t cs, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
@@ -193,7 +203,8 @@ TG_AVX512_BF16 void rows_to_bf16(const T* a, int64_t rs, int64_t cs, int64_t m, 
 // load from bf16); 16 columns' pairs are transposed in registers into 16 rows of a panel's half.
 // Element by element this gather was most of a small autocast product's time.
 TG_AVX512_BF16 __m512i column_pairs(const float* column, int64_t left) {
-  const __m512 lo = _mm512_maskz_loadu_ps(lanes(left), column), hi = _mm512_maskz_loadu_ps(lanes(left - 16), column + 16);
+  const __m512 lo = _mm512_maskz_loadu_ps(lanes(left), column),
+               hi = _mm512_maskz_loadu_ps(lanes(left - 16), column + 16);
   return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // depths in order: pair i is 32-bit lane i
 }
 TG_AVX512_BF16 __m512i column_pairs(const BFloat16* column, int64_t left) {
@@ -242,7 +253,8 @@ TG_AVX512_BF16 void pack_panels(const T* b, int64_t rs, int64_t cs, int64_t k, i
             // Pairs within 128-bit lanes, then the lanes put in column order.
             const __m256i low = _mm256_unpacklo_epi16(lo, hi), high = _mm256_unpackhi_epi16(lo, hi);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h), _mm256_permute2x128_si256(low, high, 0x20));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h + 16), _mm256_permute2x128_si256(low, high, 0x31));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h + 16),
+                                _mm256_permute2x128_si256(low, high, 0x31));
           }
           continue;
         }
@@ -307,10 +319,9 @@ TG_AVX512_BF16 void tile_kernel(int64_t pairs, const uint16_t* __restrict a, int
 
 using TileKernel = void (*)(int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t, __mmask16, __mmask16,
                             float, float, uint16_t*, int64_t);
-constexpr TileKernel kTileKernels[kMr + 1] = {nullptr,        tile_kernel<1>,  tile_kernel<2>, tile_kernel<3>,
-                                              tile_kernel<4>, tile_kernel<5>,  tile_kernel<6>, tile_kernel<7>,
-                                              tile_kernel<8>, tile_kernel<9>,  tile_kernel<10>, tile_kernel<11>,
-                                              tile_kernel<12>};
+constexpr TileKernel kTileKernels[kMr + 1] = {
+    nullptr,        tile_kernel<1>, tile_kernel<2>, tile_kernel<3>,  tile_kernel<4>,  tile_kernel<5>, tile_kernel<6>,
+    tile_kernel<7>, tile_kernel<8>, tile_kernel<9>, tile_kernel<10>, tile_kernel<11>, tile_kernel<12>};
 
 // Panels [j0, j1) of C for all m rows of A (bf16 rows lda apart), on the calling thread. With
 // `rounded`, the last depth block's tiles are rounded into it as they finish and C is only scratch.
@@ -402,7 +413,8 @@ void native_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t a_
     if (amx) {
       run(panels * part / parts, panels * (part + 1) / parts);
     } else {
-      for (int64_t j = next.fetch_add(chunk); j < panels; j = next.fetch_add(chunk)) run(j, std::min(panels, j + chunk));
+      for (int64_t j = next.fetch_add(chunk); j < panels; j = next.fetch_add(chunk))
+        run(j, std::min(panels, j + chunk));
     }
   }
 }
@@ -453,9 +465,9 @@ void portable_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t 
   if (use_sgemm_avx512()) {
     sgemm_avx512(m, n, k, alpha, rounded_a.data(), k, 1, b.floats(), n, 1, beta, c, ldc);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                alpha, rounded_a.data(), static_cast<int>(k), b.floats(), static_cast<int>(n), beta, c,
-                static_cast<int>(ldc));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, rounded_a.data(), static_cast<int>(k), b.floats(), static_cast<int>(n),
+                beta, c, static_cast<int>(ldc));
   }
   rounded.columns(0, m, c, ldc, 0, n);
 }
@@ -496,15 +508,22 @@ SbgemmKernel sbgemm_best_kernel() {
 #endif
 }
 
-SbgemmKernel sbgemm_kernel() { return std::min(sbgemm_best_kernel(), kernel_limit.load(std::memory_order_relaxed)); }
+SbgemmKernel sbgemm_kernel() {
+  return std::min(sbgemm_best_kernel(), kernel_limit.load(std::memory_order_relaxed));
+}
 
-void sbgemm_limit_kernel(SbgemmKernel most) { kernel_limit.store(most); }
+void sbgemm_limit_kernel(SbgemmKernel most) {
+  kernel_limit.store(most);
+}
 
 const char* sbgemm_kernel_name(SbgemmKernel kernel) {
   switch (kernel) {
-    case SbgemmKernel::Portable: return "portable";
-    case SbgemmKernel::Avx512Bf16: return "avx512-bf16";
-    case SbgemmKernel::Amx: return "amx";
+    case SbgemmKernel::Portable:
+      return "portable";
+    case SbgemmKernel::Avx512Bf16:
+      return "avx512-bf16";
+    case SbgemmKernel::Amx:
+      return "amx";
   }
   return "?";
 }
@@ -558,7 +577,8 @@ void PackedBf16Matrix::pack(const T* b, int64_t rs, int64_t cs) {
 #endif
   floats_.resize(static_cast<size_t>(k_ * n_));
   for (int64_t p = 0; p < k_; ++p)
-    for (int64_t j = 0; j < n_; ++j) floats_[static_cast<size_t>(p * n_ + j)] = as_float(round_bf16(b[p * rs + j * cs]));
+    for (int64_t j = 0; j < n_; ++j)
+      floats_[static_cast<size_t>(p * n_ + j)] = as_float(round_bf16(b[p * rs + j * cs]));
 }
 
 // Note [shallow products split by rows]: the threads of a product take panels of C's columns, so
@@ -580,8 +600,8 @@ bool sbgemm_splits_rows(int64_t m, int64_t k, int64_t n, int threads) {
 #ifdef TG_HAVE_AVX512_BF16
   const int64_t panels = (n + kNr - 1) / kNr;
   const int64_t panel_bytes = panel_pairs(k) * 2 * kNr * static_cast<int64_t>(sizeof(uint16_t));
-  return sbgemm_kernel() == SbgemmKernel::Avx512Bf16 && threads > 1 && m * n * k >= kParallelMacs &&
-         m >= 2 * kMc && (panels < 2 * threads || panels * panel_bytes <= kChunkBytes);
+  return sbgemm_kernel() == SbgemmKernel::Avx512Bf16 && threads > 1 && m * n * k >= kParallelMacs && m >= 2 * kMc &&
+         (panels < 2 * threads || panels * panel_bytes <= kChunkBytes);
 #else
   (void)m, (void)k, (void)n, (void)threads;
   return false;
@@ -643,9 +663,8 @@ void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_c
 }
 
 template <class TA, class TB>
-void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs,
-                     const TB* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
-                     const RoundedOutput& rounded) {
+void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b,
+                     int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const RoundedOutput& rounded) {
   TG_CHECK(m >= 0 && k >= 0 && n >= 0, "bf16 matmul: bad product size ", m, " x ", k, " x ", n);
   const int threads = get_num_threads();
   if (omp_in_parallel() || !sbgemm_splits_rows(m, k, n, threads)) {

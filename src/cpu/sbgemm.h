@@ -78,9 +78,8 @@ void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_c
 // that no thread reads panels that another core has just written (Note [shallow products split by
 // rows], sbgemm.cpp).
 template <class TA, class TB>
-void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs,
-                     const TB* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
-                     const RoundedOutput& rounded = {});
+void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b,
+                     int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
 
 // Note [products computed transposed] (sbgemm.cpp): whether C (n x m) = A (n x k) B (k x m) is
 // cheaper as C^T = B^T A^T, given B's strides (element (p, j) at b[p * b_rs + j * b_cs]).

@@ -113,18 +113,18 @@ TG_AMX void finish_tile(const TileTarget& t, const float* scratch, int64_t ldc, 
 }
 
 // The tile-register numbers of the intrinsics are immediates, hence one macro per register.
-#define TG_TILE_START(reg, t)                                       \
-  if ((t).direct && beta == 1.0f) {                                 \
-    _tile_loadd(reg, (t).c, ldc * static_cast<int64_t>(sizeof(float))); \
-  } else {                                                          \
-    _tile_zero(reg);                                                \
+#define TG_TILE_START(reg, t)                                          \
+  if ((t).direct && beta == 1.0f) {                                    \
+    _tile_loadd(reg, (t).c, ldc* static_cast<int64_t>(sizeof(float))); \
+  } else {                                                             \
+    _tile_zero(reg);                                                   \
   }
-#define TG_TILE_FINISH(reg, t)                                               \
-  if ((t).direct) {                                                          \
-    _tile_stored(reg, (t).c, ldc * static_cast<int64_t>(sizeof(float)));     \
-  } else {                                                                   \
-    _tile_stored(reg, scratch, 16 * static_cast<int64_t>(sizeof(float)));    \
-    finish_tile(t, scratch, ldc, alpha, beta);                               \
+#define TG_TILE_FINISH(reg, t)                                            \
+  if ((t).direct) {                                                       \
+    _tile_stored(reg, (t).c, ldc* static_cast<int64_t>(sizeof(float)));   \
+  } else {                                                                \
+    _tile_stored(reg, scratch, 16 * static_cast<int64_t>(sizeof(float))); \
+    finish_tile(t, scratch, ldc, alpha, beta);                            \
   }
 
 // Rows [i, i + 32) by the 32 columns of one panel: C tiles 0-3, A tiles 4-5, B tiles 6-7.
@@ -132,7 +132,8 @@ TG_AMX void block_32x32(int64_t m, int64_t n, int64_t pairs, float alpha, const 
                         const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j,
                         const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t00 = target(c, ldc, m, n, i, j, alpha, beta, out), t01 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
+  const TileTarget t00 = target(c, ldc, m, n, i, j, alpha, beta, out),
+                   t01 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
   const TileTarget t10 = target(c, ldc, m, n, i + 16, j, alpha, beta, out),
                    t11 = target(c, ldc, m, n, i + 16, j + 16, alpha, beta, out);
   TG_TILE_START(0, t00)
@@ -164,7 +165,8 @@ TG_AMX void block_16x64(int64_t m, int64_t n, int64_t pairs, float alpha, const 
                         const uint16_t* panel0, const uint16_t* panel1, float beta, float* c, int64_t ldc, int64_t i,
                         int64_t j, const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
+  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out),
+                   t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
   const TileTarget t2 = target(c, ldc, m, n, i, j + 32, alpha, beta, out),
                    t3 = target(c, ldc, m, n, i, j + 48, alpha, beta, out);
   TG_TILE_START(0, t0)
@@ -197,7 +199,8 @@ TG_AMX void block_16x32(int64_t m, int64_t n, int64_t pairs, float alpha, const 
                         const uint16_t* panel, float beta, float* c, int64_t ldc, int64_t i, int64_t j,
                         const Bf16Output& out) {
   alignas(64) float scratch[16 * 16];
-  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out), t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
+  const TileTarget t0 = target(c, ldc, m, n, i, j, alpha, beta, out),
+                   t1 = target(c, ldc, m, n, i, j + 16, alpha, beta, out);
   TG_TILE_START(0, t0)
   TG_TILE_START(1, t1)
   const int64_t a_stride = lda * 2;
@@ -245,8 +248,8 @@ TG_AMX void run_panels(int64_t m, int64_t n, int64_t pairs, float alpha, const u
       for (; i < m; i += 16) {
         int64_t jp = q0;
         for (; jp + 2 <= q1; jp += 2)
-          block_16x64(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values,
-                      b_block + (jp + 1) * panel_values, beta_block, c, ldc, i, jp * kPanelColumns, out);
+          block_16x64(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, b_block + (jp + 1) * panel_values,
+                      beta_block, c, ldc, i, jp * kPanelColumns, out);
         if (jp < q1)
           block_16x32(m, n, depth, alpha, a_block, lda, b_block + jp * panel_values, beta_block, c, ldc, i,
                       jp * kPanelColumns, out);
@@ -270,7 +273,9 @@ void product(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a
 
 #else  // no AMX in this build
 
-bool available() { return false; }
+bool available() {
+  return false;
+}
 
 void product(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, float, float*, int64_t,
              int64_t, int64_t, const Bf16Output&) {}

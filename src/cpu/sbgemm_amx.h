@@ -27,7 +27,6 @@ struct Bf16Output {
 // beta = 0 never reads C. With `rounded`, the result goes to it, rounded to bf16, instead of to C,
 // which then holds only the partial sums of a depth longer than one block. Runs on the calling thread.
 void product(int64_t m, int64_t n, int64_t pairs, float alpha, const uint16_t* a, int64_t lda, const uint16_t* panels,
-             float beta, float* c, int64_t ldc, int64_t panel_begin, int64_t panel_end,
-             const Bf16Output& rounded = {});
+             float beta, float* c, int64_t ldc, int64_t panel_begin, int64_t panel_end, const Bf16Output& rounded = {});
 
 }  // namespace tapegrad::cpu::amx

@@ -99,7 +99,8 @@ TG_AVX512 inline void transpose16x16(__m512 r[16]) {
     u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
   for (int c = 0; c < 4; ++c) {  // gather lane l of u[c], u[4 + c], u[8 + c], u[12 + c]: column 4l + c
-    const __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88),
+                 odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
     const __m512 even_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
     const __m512 odd_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
     r[c] = _mm512_shuffle_f32x4(even_lo, even_hi, 0x88);
@@ -134,7 +135,8 @@ TG_AVX512 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_
     if (rs == 1 && cs != 1) {  // columns contiguous (a transposed operand): the panel is their transpose
       transpose_matrix(b + j * cs, w, kc, cs, out, kNr);
     } else if (cs == 1) {
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * kNr, b + p * rs + j, sizeof(float) * static_cast<size_t>(w));
+      for (int64_t p = 0; p < kc; ++p)
+        std::memcpy(out + p * kNr, b + p * rs + j, sizeof(float) * static_cast<size_t>(w));
     } else {  // columns strided too: element by element
       for (int64_t jj = 0; jj < w; ++jj) {
         const float* column = b + (j + jj) * cs;
@@ -182,8 +184,8 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, c
   }
 }
 
-using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16, __mmask16,
-                            float, float);
+using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
+                            __mmask16, float, float);
 template <bool kPackedA>
 constexpr TileKernel kTileKernels[kMr + 1] = {
     nullptr,
@@ -339,7 +341,9 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
 
 #else  // no x86-64 AVX-512 kernel in this build
 
-bool sgemm_avx512_available() { return false; }
+bool sgemm_avx512_available() {
+  return false;
+}
 
 void sgemm_avx512(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, int64_t,
                   float, float*, int64_t) {}

@@ -3,6 +3,8 @@
 // (TG_VECTOR_CLONES), double with the math library's. Sums and maxima keep kLanes partial results
 // so that the loops vectorise without reassociating floating point (the order is fixed, so results
 // do not depend on the machine's vector width).
+#include "math/softmax.h"
+
 #include <cmath>
 
 #include "cpu/cpu_kernels.h"
@@ -10,7 +12,6 @@
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 #include "math/cross_entropy.h"
-#include "math/softmax.h"
 
 namespace tapegrad::cpu {
 
@@ -18,7 +19,9 @@ namespace {
 
 // Rows per thread: a row costs a few vectorised passes (~1 ns per element in float), so a thread's
 // share should be at least 16384 elements for a parallel region to pay off.
-int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+}
 
 constexpr int64_t kLanes = 16;
 
@@ -234,9 +237,9 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
 }
 
 // Overwrites grad_logits; ignored rows get zeros. A mean's count divides grad_losses.
-void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits,
-                            const Tensor& target, const Tensor& logsumexp, const Tensor& grad_logits,
-                            int64_t ignore_index, double label_smoothing) {
+void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, const Tensor& logits, const Tensor& target,
+                            const Tensor& logsumexp, const Tensor& grad_logits, int64_t ignore_index,
+                            double label_smoothing) {
   const int64_t classes = logits.size(1), rows = logits.size(0);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -15,8 +15,7 @@ namespace tapegrad::cpu {
 
 // inner(ptrs, strides, n): process n elements starting at ptrs[k], stepping strides[k] bytes.
 template <size_t N, class Inner>
-void for_each_strided(const std::array<const Tensor*, N>& operands, const Inner& inner,
-                      int64_t grain = kGrainSize) {
+void for_each_strided(const std::array<const Tensor*, N>& operands, const Inner& inner, int64_t grain = kGrainSize) {
   const Shape& sizes = operands[0]->sizes();
   int64_t numel = shape_numel(sizes);
   if (numel == 0) return;
@@ -26,8 +25,7 @@ void for_each_strided(const std::array<const Tensor*, N>& operands, const Inner&
   for (size_t d = sizes.size(); d-- > 0;) {
     if (sizes[d] == 1) continue;
     std::array<int64_t, N> s;
-    for (size_t k = 0; k < N; ++k)
-      s[k] = operands[k]->strides()[d] * static_cast<int64_t>(operands[k]->itemsize());
+    for (size_t k = 0; k < N; ++k) s[k] = operands[k]->strides()[d] * static_cast<int64_t>(operands[k]->itemsize());
     if (!dim_sizes.empty()) {
       bool mergeable = true;
       for (size_t k = 0; k < N; ++k) mergeable = mergeable && s[k] == dim_strides.back()[k] * dim_sizes.back();
@@ -133,40 +131,42 @@ void map_unary(const Tensor& out, const Tensor& x, const F& f) {
 // out = f(a, b) elementwise, with flat paths for contiguous operands and a broadcast scalar b.
 template <class Out, class In, class F>
 void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, const F& f) {
-  for_each_compute<3>({&out, &a, &b}, {sizeof(Out), sizeof(In), sizeof(In)}, [&](char** p, const int64_t* s, int64_t n) {
-    Out* o = reinterpret_cast<Out*>(p[0]);
-    const In* x = reinterpret_cast<const In*>(p[1]);
-    const In* y = reinterpret_cast<const In*>(p[2]);
-    if (s[0] == sizeof(Out) && s[1] == sizeof(In) && s[2] == sizeof(In)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-    } else if (s[0] == sizeof(Out) && s[1] == sizeof(In) && s[2] == 0) {
-      const In scalar = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], scalar);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-            f(*reinterpret_cast<const In*>(p[1] + i * s[1]), *reinterpret_cast<const In*>(p[2] + i * s[2]));
-    }
-  });
+  for_each_compute<3>(
+      {&out, &a, &b}, {sizeof(Out), sizeof(In), sizeof(In)}, [&](char** p, const int64_t* s, int64_t n) {
+        Out* o = reinterpret_cast<Out*>(p[0]);
+        const In* x = reinterpret_cast<const In*>(p[1]);
+        const In* y = reinterpret_cast<const In*>(p[2]);
+        if (s[0] == sizeof(Out) && s[1] == sizeof(In) && s[2] == sizeof(In)) {
+          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+        } else if (s[0] == sizeof(Out) && s[1] == sizeof(In) && s[2] == 0) {
+          const In scalar = *y;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], scalar);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+                f(*reinterpret_cast<const In*>(p[1] + i * s[1]), *reinterpret_cast<const In*>(p[2] + i * s[2]));
+        }
+      });
 }
 
 // out = f(a, b, c) elementwise (strided path only; used by backward kernels and where).
 template <class Out, class A, class B, class C, class F>
 void map_ternary(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, const F& f) {
-  for_each_compute<4>({&out, &a, &b, &c}, {sizeof(Out), sizeof(A), sizeof(B), sizeof(C)}, [&](char** p, const int64_t* s, int64_t n) {
-    if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
-      Out* o = reinterpret_cast<Out*>(p[0]);
-      const A* x = reinterpret_cast<const A*>(p[1]);
-      const B* y = reinterpret_cast<const B*>(p[2]);
-      const C* z = reinterpret_cast<const C*>(p[3]);
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-            f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2]),
-              *reinterpret_cast<const C*>(p[3] + i * s[3]));
-    }
-  });
+  for_each_compute<4>(
+      {&out, &a, &b, &c}, {sizeof(Out), sizeof(A), sizeof(B), sizeof(C)}, [&](char** p, const int64_t* s, int64_t n) {
+        if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
+          Out* o = reinterpret_cast<Out*>(p[0]);
+          const A* x = reinterpret_cast<const A*>(p[1]);
+          const B* y = reinterpret_cast<const B*>(p[2]);
+          const C* z = reinterpret_cast<const C*>(p[3]);
+          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+                f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2]),
+                  *reinterpret_cast<const C*>(p[3] + i * s[3]));
+        }
+      });
 }
 
 }  // namespace tapegrad::cpu

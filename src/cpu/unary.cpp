@@ -39,7 +39,8 @@ TG_VECTOR_CLONES void unary_vector_f32(UnaryOp op, const float* x, float* y, int
     case UnaryOp::Sigmoid:
       for (int64_t i = 0; i < n; ++i) y[i] = vec::sigmoid(x[i]);
       return;
-    default: TG_ASSERT(false, "unary_vector_f32: no vector version of ", backend::unary_op_name(op));
+    default:
+      TG_ASSERT(false, "unary_vector_f32: no vector version of ", backend::unary_op_name(op));
   }
 }
 

@@ -31,7 +31,7 @@ TG_AVX512 inline void mulhilo(__m512i a, __m512i m, __m512i* lo, __m512i* hi) {
   // (The zero-masked forms with every lane set are the plain instructions; GCC 12 warns about the
   // plain intrinsics' undefined pass-through.)
   constexpr __mmask8 all = 0xFF;
-  const __m512i even = _mm512_maskz_mul_epu32(all, a, m);                                // lanes 0, 2, ...
+  const __m512i even = _mm512_maskz_mul_epu32(all, a, m);                                   // lanes 0, 2, ...
   const __m512i odd = _mm512_maskz_mul_epu32(all, _mm512_maskz_srli_epi64(all, a, 32), m);  // lanes 1, 3, ...
   *lo = _mm512_mullo_epi32(a, m);
   *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(all, even, 32), odd);
@@ -41,7 +41,8 @@ TG_AVX512 inline void mulhilo(__m512i a, __m512i m, __m512i* lo, __m512i* hi) {
 TG_AVX512 inline __m512i philox_word0(__m512i c0, uint32_t c1_scalar, uint64_t key) {
   __m512i c1 = _mm512_set1_epi32(static_cast<int>(c1_scalar)), c2 = _mm512_setzero_si512(), c3 = c2;
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u)), m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u)),
+                m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
     __m512i lo0, hi0, lo1, hi1;
     mulhilo(c0, m0, &lo0, &hi0);
@@ -71,10 +72,12 @@ TG_AVX512 void uniform_block(float* out, uint64_t first, __mmask16 keep, double 
   const __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))), lanes);
   const __m512i word = philox_word0(c0, static_cast<uint32_t>(first >> 32), seed);
   // uniform_float: the top 24 bits, exactly, times 2^-24.
-  const __m512 u = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, word, 8)), _mm512_set1_ps(1.0f / 16777216.0f));
+  const __m512 u = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, word, 8)),
+                                 _mm512_set1_ps(1.0f / 16777216.0f));
   const __m512d scale = _mm512_set1_pd(high - low), base = _mm512_set1_pd(low);
-  const __m512 v = _mm512_maskz_insertf32x8(0xFFFF, _mm512_castps256_ps512(scaled(_mm512_maskz_extractf32x8_ps(0xFF, u, 0), scale, base)),
-                                            scaled(_mm512_maskz_extractf32x8_ps(0xFF, u, 1), scale, base), 1);
+  const __m512 v = _mm512_maskz_insertf32x8(
+      0xFFFF, _mm512_castps256_ps512(scaled(_mm512_maskz_extractf32x8_ps(0xFF, u, 0), scale, base)),
+      scaled(_mm512_maskz_extractf32x8_ps(0xFF, u, 1), scale, base), 1);
   const float top = static_cast<float>(high), below_top = std::nextafterf(top, static_cast<float>(low));
   const __mmask16 under = _mm512_cmp_ps_mask(v, _mm512_set1_ps(top), _CMP_LT_OQ);
   _mm512_mask_storeu_ps(out, keep, _mm512_mask_blend_ps(under, _mm512_set1_ps(below_top), v));
@@ -105,7 +108,9 @@ void uniform_f32_avx512(float* out, int64_t begin, int64_t end, double low, doub
 
 #else
 
-bool have_uniform_f32_avx512() { return false; }
+bool have_uniform_f32_avx512() {
+  return false;
+}
 
 void uniform_f32_avx512(float* out, int64_t begin, int64_t end, double low, double high, uint64_t seed,
                         uint64_t offset) {

@@ -50,7 +50,9 @@ TG_ALWAYS_INLINE float float_of(uint32_t u) {
 }
 
 // 2^n for n in [-126, 127], built from its exponent bits.
-TG_ALWAYS_INLINE float pow2(int32_t n) { return float_of(static_cast<uint32_t>(n + 127) << 23); }
+TG_ALWAYS_INLINE float pow2(int32_t n) {
+  return float_of(static_cast<uint32_t>(n + 127) << 23);
+}
 
 }  // namespace detail
 
@@ -106,9 +108,15 @@ TG_ALWAYS_INLINE float sigmoid(float x) {
 }
 
 // Double precision: libm, full accuracy.
-inline double exp(double x) { return std::exp(x); }
-inline double tanh(double x) { return std::tanh(x); }
-inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double exp(double x) {
+  return std::exp(x);
+}
+inline double tanh(double x) {
+  return std::tanh(x);
+}
+inline double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // The activations above as a policy for the shared formulas in src/math (see math/lstm.h).
 struct FastActivations {

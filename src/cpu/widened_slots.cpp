@@ -4,13 +4,13 @@
 // reduce across them, so unlike the pointwise loops (Note [16-bit operands] in strided_loop.h) they
 // take the copies whole. Under autocast these ops run in float32 anyway; this is for 16-bit tensors
 // used directly.
-#include "cpu/cpu_kernels.h"
 #include "cpu/widened_slots.h"
 
 #include <algorithm>
 
 #include "backend/kernel_tensors.h"
 #include "cpu/convert_16bit.h"
+#include "cpu/cpu_kernels.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 
@@ -18,7 +18,9 @@ namespace tapegrad::cpu::widened {
 
 namespace {
 
-bool is_16bit(const Tensor& t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); }
+bool is_16bit(const Tensor& t) {
+  return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16);
+}
 
 // A 16-bit argument's float32 stand-in; any other argument is used as it is. An input is widened
 // when made; an output is rounded back into the argument by write_back().

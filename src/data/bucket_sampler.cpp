@@ -1,11 +1,10 @@
 // BucketBatchSampler: fixed length-sorted buckets, reshuffled within and across each epoch.
-#include "tapegrad/data/sampler.h"
-
 #include <algorithm>
 #include <numeric>
 
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/generator.h"
+#include "tapegrad/data/sampler.h"
 #include "tapegrad/ops/creation.h"
 
 namespace tapegrad {
@@ -23,7 +22,9 @@ void shuffle_with(std::vector<T>& items, Generator& generator) {
   }
 }
 
-int64_t batches_in(int64_t n, int64_t b, bool drop_last) { return drop_last ? n / b : (n + b - 1) / b; }
+int64_t batches_in(int64_t n, int64_t b, bool drop_last) {
+  return drop_last ? n / b : (n + b - 1) / b;
+}
 
 }  // namespace
 

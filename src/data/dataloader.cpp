@@ -99,8 +99,7 @@ class Epoch {
 
 }  // namespace detail
 
-DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
-    : dataset_(dataset), options_(options) {
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : dataset_(dataset), options_(options) {
   TG_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be at least 1, got ", options_.batch_size);
   TG_CHECK(!options_.pin_memory || cuda::is_available(),
            "DataLoader: pin_memory = true needs a CUDA device, and none is available (cuda::device_count() == 0, ",
@@ -153,8 +152,7 @@ std::vector<std::vector<int64_t>> DataLoader::batches(int64_t epoch) const {
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  auto epoch = std::make_shared<detail::Epoch>(dataset_, batches(epoch_++), options_.prefetch,
-                                               options_.pin_memory);
+  auto epoch = std::make_shared<detail::Epoch>(dataset_, batches(epoch_++), options_.prefetch, options_.pin_memory);
   epoch->start();
   return Iterator(epoch);
 }
@@ -171,6 +169,8 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
   return *this;
 }
 
-bool DataLoader::Iterator::at_end() const { return !epoch_ || epoch_->done(); }
+bool DataLoader::Iterator::at_end() const {
+  return !epoch_ || epoch_->done();
+}
 
 }  // namespace tapegrad

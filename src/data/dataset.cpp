@@ -18,8 +18,7 @@ Example Dataset::get_batch(const std::vector<int64_t>& indices) const {
   return {stack(inputs), stack(targets)};
 }
 
-TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
-    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+TensorDataset::TensorDataset(Tensor inputs, Tensor targets) : inputs_(std::move(inputs)), targets_(std::move(targets)) {
   TG_CHECK(inputs_.defined() && targets_.defined(), "TensorDataset: inputs and targets must be defined");
   TG_CHECK(inputs_.dim() >= 1 && targets_.dim() >= 1, "TensorDataset: inputs and targets need at least one dim");
   TG_CHECK(inputs_.size(0) == targets_.size(0), "TensorDataset: inputs have ", inputs_.size(0),
@@ -27,8 +26,8 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
 }
 
 Example TensorDataset::get(int64_t index) const {
-  TG_CHECK(index >= 0 && index < size(), "TensorDataset::get: index ", index,
-           " out of range for a dataset of size ", size());
+  TG_CHECK(index >= 0 && index < size(), "TensorDataset::get: index ", index, " out of range for a dataset of size ",
+           size());
   return {inputs_[index], targets_[index]};
 }
 

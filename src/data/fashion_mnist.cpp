@@ -38,10 +38,11 @@ std::pair<Tensor, Tensor> load(const std::string& root, bool train, bool normali
   std::string image_path = prefix + "-images-idx3-ubyte.gz", label_path = prefix + "-labels-idx1-ubyte.gz";
   Tensor images = read_idx(image_path);
   Tensor labels = read_idx(label_path);
-  TG_CHECK(images.dim() == 3, "FashionMNIST: '", image_path, "' should be [N, rows, cols], got ", images.dim(), " dims");
+  TG_CHECK(images.dim() == 3, "FashionMNIST: '", image_path, "' should be [N, rows, cols], got ", images.dim(),
+           " dims");
   TG_CHECK(labels.dim() == 1, "FashionMNIST: '", label_path, "' should be [N], got ", labels.dim(), " dims");
-  TG_CHECK(images.size(0) == labels.size(0), "FashionMNIST: '", image_path, "' has ", images.size(0),
-           " images but '", label_path, "' has ", labels.size(0), " labels");
+  TG_CHECK(images.size(0) == labels.size(0), "FashionMNIST: '", image_path, "' has ", images.size(0), " images but '",
+           label_path, "' has ", labels.size(0), " labels");
   // Read as doubles on the host: a label of 2.5 or NaN (an IDX file may hold floats) must not
   // become 2 or an undefined conversion on its way to int64.
   const std::vector<double> label_values = labels.tolist<double>();
@@ -58,8 +59,7 @@ std::pair<Tensor, Tensor> load(const std::string& root, bool train, bool normali
 
 }  // namespace
 
-FashionMNIST::FashionMNIST(std::string root, bool train, bool normalize)
-    : FashionMNIST(load(root, train, normalize)) {}
+FashionMNIST::FashionMNIST(std::string root, bool train, bool normalize) : FashionMNIST(load(root, train, normalize)) {}
 
 FashionMNIST::FashionMNIST(std::pair<Tensor, Tensor> data)
     : TensorDataset(std::move(data.first), std::move(data.second)) {}

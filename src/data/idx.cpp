@@ -45,11 +45,18 @@ uint64_t big_endian(const uint8_t* p, size_t n) {
 
 size_t element_size(uint8_t type) {
   switch (type) {
-    case 0x08: case 0x09: return 1;
-    case 0x0B: return 2;
-    case 0x0C: case 0x0D: return 4;
-    case 0x0E: return 8;
-    default: return 0;
+    case 0x08:
+    case 0x09:
+      return 1;
+    case 0x0B:
+      return 2;
+    case 0x0C:
+    case 0x0D:
+      return 4;
+    case 0x0E:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -72,8 +79,8 @@ Tensor read_idx(const std::string& path) {
 
   uint8_t dim_bytes[16];
   got = read_some(file.get(), path, dim_bytes, 4 * rank);
-  TG_CHECK(got == size_t(4 * rank), "read_idx: '", path, "' is truncated: expected ", 4 * rank,
-           " bytes of dims, got ", got);
+  TG_CHECK(got == size_t(4 * rank), "read_idx: '", path, "' is truncated: expected ", 4 * rank, " bytes of dims, got ",
+           got);
   Shape dims;
   uint64_t numel = 1;
   // The product of the nonzero dims: a zero dim makes the tensor empty, but the dims after it
@@ -100,11 +107,11 @@ Tensor read_idx(const std::string& path) {
     data.resize(old + n);
     if (n < want) break;
   }
-  TG_CHECK(data.size() == expected, "read_idx: '", path, "' is truncated: expected ", expected,
-           " bytes of data, got ", data.size());
+  TG_CHECK(data.size() == expected, "read_idx: '", path, "' is truncated: expected ", expected, " bytes of data, got ",
+           data.size());
   uint8_t extra;
-  TG_CHECK(read_some(file.get(), path, &extra, 1) == 0, "read_idx: '", path,
-           "' has trailing bytes after the ", expected, " bytes of data");
+  TG_CHECK(read_some(file.get(), path, &extra, 1) == 0, "read_idx: '", path, "' has trailing bytes after the ",
+           expected, " bytes of data");
 
   uint8_t type = head[2];
   DType dtype = type == 0x0D ? kFloat32 : type == 0x0E ? kFloat64 : kInt32;
@@ -117,12 +124,31 @@ Tensor read_idx(const std::string& path) {
   for (uint64_t i = 0; i < numel; ++i, p += esize) {
     uint64_t bits = big_endian(p, esize);
     switch (type) {
-      case 0x08: ints[i] = int32_t(uint8_t(bits)); break;
-      case 0x09: ints[i] = int32_t(int8_t(uint8_t(bits))); break;
-      case 0x0B: ints[i] = int32_t(int16_t(uint16_t(bits))); break;
-      case 0x0C: ints[i] = int32_t(uint32_t(bits)); break;
-      case 0x0D: { uint32_t b = uint32_t(bits); float f; std::memcpy(&f, &b, 4); floats[i] = f; break; }
-      default: { double d; std::memcpy(&d, &bits, 8); doubles[i] = d; break; }
+      case 0x08:
+        ints[i] = int32_t(uint8_t(bits));
+        break;
+      case 0x09:
+        ints[i] = int32_t(int8_t(uint8_t(bits)));
+        break;
+      case 0x0B:
+        ints[i] = int32_t(int16_t(uint16_t(bits)));
+        break;
+      case 0x0C:
+        ints[i] = int32_t(uint32_t(bits));
+        break;
+      case 0x0D: {
+        uint32_t b = uint32_t(bits);
+        float f;
+        std::memcpy(&f, &b, 4);
+        floats[i] = f;
+        break;
+      }
+      default: {
+        double d;
+        std::memcpy(&d, &bits, 8);
+        doubles[i] = d;
+        break;
+      }
     }
   }
   return out;

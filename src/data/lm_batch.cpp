@@ -27,7 +27,8 @@ Example collate_lm(const std::vector<const std::vector<int64_t>*>& sequences, co
     lengths.push_back(int64_t(s->size()) - 1);
     steps = std::max(steps, lengths.back());
   }
-  std::vector<int64_t> input(size_t(steps * batch), options.pad_id), target(size_t(steps * batch), options.ignore_index);
+  std::vector<int64_t> input(size_t(steps * batch), options.pad_id),
+      target(size_t(steps * batch), options.ignore_index);
   for (int64_t b = 0; b < batch; ++b) {
     const std::vector<int64_t>& s = *sequences[size_t(b)];
     for (int64_t t = 0; t < lengths[size_t(b)]; ++t) {
@@ -68,8 +69,7 @@ std::vector<Example> split_bptt(const Example& batch, int64_t bptt, bool batch_f
            "split_bptt: lengths must be int64 [", size_b, "] for an input of shape ", shape_str(input.sizes()),
            batch_first ? " (batch_first)" : " (time-major)");
   std::vector<int64_t> lengths = batch.lengths.to(kCPU).tolist<int64_t>();
-  for (int64_t l : lengths)
-    TG_CHECK(l >= 0 && l <= steps, "split_bptt: length ", l, " is outside [0, ", steps, "]");
+  for (int64_t l : lengths) TG_CHECK(l >= 0 && l <= steps, "split_bptt: length ", l, " is outside [0, ", steps, "]");
 
   std::vector<Example> chunks;
   for (int64_t start = 0; start < steps; start += bptt) {

@@ -1,6 +1,4 @@
 // TextCorpus: files -> records -> deterministic train/validation split -> vocabulary -> token ids.
-#include "tapegrad/data/text.h"
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "data/utf8.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/generator.h"
+#include "tapegrad/data/text.h"
 #include "tapegrad/ops/creation.h"
 
 namespace tapegrad {
@@ -24,7 +23,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 bool only_whitespace(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; });
 }
 
 std::string read_file(const std::string& path) {
@@ -174,7 +174,8 @@ TextCorpus::Built TextCorpus::build(const std::vector<std::string>& paths, const
     for (int64_t i = n - 1; i > 0; --i)
       std::swap(order[size_t(i)], order[size_t(std::min<int64_t>(i, int64_t(u[size_t(i)] * double(i + 1))))]);
   }
-  std::vector<int64_t> valid_indices(order.begin(), order.begin() + n_valid), train_indices(order.begin() + n_valid, order.end());
+  std::vector<int64_t> valid_indices(order.begin(), order.begin() + n_valid),
+      train_indices(order.begin() + n_valid, order.end());
   std::sort(valid_indices.begin(), valid_indices.end());
   std::sort(train_indices.begin(), train_indices.end());
 
@@ -205,9 +206,9 @@ TextCorpus::Built TextCorpus::build(const std::vector<std::string>& paths, const
   int64_t valid_unknown = 0;
   TextDataset train(encode(train_indices, nullptr), options.collate);
   TextDataset valid(encode(valid_indices, &valid_unknown), options.collate);
-  return Built{std::move(options), std::move(files),         std::move(*vocab),
-               std::move(train),   std::move(valid),         std::move(train_indices),
-               std::move(valid_indices), num_symbols, num_skipped, valid_unknown};
+  return Built{
+      std::move(options),       std::move(files),         std::move(*vocab), std::move(train), std::move(valid),
+      std::move(train_indices), std::move(valid_indices), num_symbols,       num_skipped,      valid_unknown};
 }
 
 }  // namespace tapegrad

@@ -66,7 +66,9 @@ inline std::string utf8_replace_invalid(std::string_view text) {
   return out;
 }
 
-inline bool is_unicode_scalar(int64_t cp) { return cp >= 0 && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF); }
+inline bool is_unicode_scalar(int64_t cp) {
+  return cp >= 0 && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+}
 
 // Appends the UTF-8 form of a Unicode scalar value (the caller checks is_unicode_scalar).
 inline void utf8_append(std::string& out, int64_t cp) {

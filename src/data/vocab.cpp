@@ -11,7 +11,9 @@
 namespace tapegrad {
 namespace {
 
-const char* level_name(TokenLevel level) { return level == TokenLevel::Char ? "char" : "byte"; }
+const char* level_name(TokenLevel level) {
+  return level == TokenLevel::Char ? "char" : "byte";
+}
 
 bool valid_symbol(TokenLevel level, int64_t s) {
   return level == TokenLevel::Char ? detail::is_unicode_scalar(s) : (s >= 0 && s <= 255);
@@ -88,8 +90,8 @@ int64_t Vocab::id(int64_t symbol) const {
 }
 
 int64_t Vocab::symbol(int64_t id) const {
-  TG_CHECK(id >= kNumSpecials && id < size(), "Vocab::symbol: id ", id, " is not a symbol id (those are ",
-           kNumSpecials, "..", size() - 1, "; 0..3 are the specials)");
+  TG_CHECK(id >= kNumSpecials && id < size(), "Vocab::symbol: id ", id, " is not a symbol id (those are ", kNumSpecials,
+           "..", size() - 1, "; 0..3 are the specials)");
   return symbols_[size_t(id - kNumSpecials)];
 }
 
@@ -135,14 +137,14 @@ Vocab Vocab::from_state_dict(const StateDict& dict, const std::string& prefix) {
                  t.defined() ? " " : "", t.defined() ? dtype_name(t.dtype()) : "");
         return t.to(kCPU).tolist<int64_t>();
       }
-    detail::throw_error(detail::str_cat("Vocab::from_state_dict: no entry '", key, "' (", dict.size(),
-                                        " entries given)"));
+    detail::throw_error(
+        detail::str_cat("Vocab::from_state_dict: no entry '", key, "' (", dict.size(), " entries given)"));
   };
   std::vector<int64_t> level = find(prefix + "level"), values = find(prefix + "symbols");
   TG_CHECK(level.size() == 1 && (level[0] == 0 || level[0] == 1), "Vocab::from_state_dict: '", prefix,
            "level' must hold one value, 0 (char) or 1 (byte)");
-  TG_CHECK(int64_t(values.size()) > kNumSpecials, "Vocab::from_state_dict: '", prefix, "symbols' has ",
-           values.size(), " entries: an empty vocabulary (the ", kNumSpecials, " specials and no symbol)");
+  TG_CHECK(int64_t(values.size()) > kNumSpecials, "Vocab::from_state_dict: '", prefix, "symbols' has ", values.size(),
+           " entries: an empty vocabulary (the ", kNumSpecials, " specials and no symbol)");
   for (int64_t id = 0; id < kNumSpecials; ++id)
     TG_CHECK(values[size_t(id)] == -1 - id, "Vocab::from_state_dict: '", prefix, "symbols'[", id, "] is ",
              values[size_t(id)], ", expected the special marker ", -1 - id);

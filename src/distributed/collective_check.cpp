@@ -36,8 +36,8 @@ int64_t hash_dims(const Shape& sizes, size_t first, int64_t seed) {
 std::string describe_tensor(const CollectiveDesc& d) {
   const auto& w = d.words;
   std::string s = str_cat(dtype_name(DType(w[kDType])), " ");
-  if (w[kNdim] > CollectiveDesc::kMaxDims) return s + str_cat("tensor of ", w[kNdim], " dims, ", w[kNumel],
-                                                                    " elements");
+  if (w[kNdim] > CollectiveDesc::kMaxDims)
+    return s + str_cat("tensor of ", w[kNdim], " dims, ", w[kNumel], " elements");
   return s + shape_str(d.shape());
 }
 
@@ -54,12 +54,18 @@ IterationScope::~IterationScope() {
 
 const char* collective_name(Collective kind) {
   switch (kind) {
-    case Collective::AllReduce: return "all_reduce";
-    case Collective::Broadcast: return "broadcast";
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::Barrier: return "barrier";
-    case Collective::Bootstrap: return "NCCL bootstrap";
+    case Collective::AllReduce:
+      return "all_reduce";
+    case Collective::Broadcast:
+      return "broadcast";
+    case Collective::AllGather:
+      return "all_gather";
+    case Collective::ReduceScatter:
+      return "reduce_scatter";
+    case Collective::Barrier:
+      return "barrier";
+    case Collective::Bootstrap:
+      return "NCCL bootstrap";
   }
   return "unknown collective";
 }
@@ -69,7 +75,8 @@ Shape CollectiveDesc::shape() const {
   return Shape(words.begin() + kSizes, words.begin() + kSizes + ndim);
 }
 
-CollectiveDesc describe(Collective kind, const Tensor& tensor, ReduceOp op, int root, const std::vector<Tensor>& pieces) {
+CollectiveDesc describe(Collective kind, const Tensor& tensor, ReduceOp op, int root,
+                        const std::vector<Tensor>& pieces) {
   CollectiveDesc d;
   auto& w = d.words;
   w[kKind] = int64_t(kind);
@@ -104,8 +111,8 @@ std::string find_mismatch(const std::vector<CollectiveDesc>& ranks, int64_t sequ
     };
     if (a[kKind] != b[kKind])
       return str_cat("ProcessGroup: collectives called out of order (collective number ", sequence,
-                             " of this group): rank 0 called ", name, ", rank ", r, " called ",
-                             collective_name(ranks[r].kind()));
+                     " of this group): rank 0 called ", name, ", rank ", r, " called ",
+                     collective_name(ranks[r].kind()));
     if (a[kIteration] != b[kIteration]) {
       std::string by_rank;
       for (size_t q = 0; q < ranks.size(); ++q) {
@@ -121,22 +128,22 @@ std::string find_mismatch(const std::vector<CollectiveDesc>& ranks, int64_t sequ
     if (kind == Collective::Barrier || kind == Collective::Bootstrap) continue;
     if (a[kDevice] != b[kDevice])
       return at(str_cat("rank 0 passed a ", device_kind_name(DeviceKind(a[kDevice])), " tensor, rank ", r, " a ",
-                                device_kind_name(DeviceKind(b[kDevice])), " tensor"));
+                        device_kind_name(DeviceKind(b[kDevice])), " tensor"));
     bool same_shape = a[kNdim] == b[kNdim] && a[kShapeHash] == b[kShapeHash];
     if (kind == Collective::AllGather) same_shape = a[kNdim] == b[kNdim] && a[kTailHash] == b[kTailHash];
     if (kind == Collective::ReduceScatter) same_shape = a[kPiecesHash] == b[kPiecesHash];
     if (a[kDType] != b[kDType] || !same_shape) {
       std::string rule = kind == Collective::AllGather       ? " (all_gather needs the same dtype and the same sizes "
-                                                                "after dim 0)"
+                                                               "after dim 0)"
                          : kind == Collective::ReduceScatter ? " (reduce_scatter needs the same dtype and the same "
                                                                "list of input shapes on every rank)"
                                                              : "";
-      return at(str_cat("got ", describe_tensor(first), " on rank 0 but ", describe_tensor(ranks[r]), " on rank ",
-                                r, rule));
+      return at(
+          str_cat("got ", describe_tensor(first), " on rank 0 but ", describe_tensor(ranks[r]), " on rank ", r, rule));
     }
     if ((kind == Collective::AllReduce || kind == Collective::ReduceScatter) && a[kOp] != b[kOp])
       return at(str_cat("reduce op ", reduce_op_name(ReduceOp(a[kOp])), " on rank 0 but ",
-                                reduce_op_name(ReduceOp(b[kOp])), " on rank ", r));
+                        reduce_op_name(ReduceOp(b[kOp])), " on rank ", r));
     if (kind == Collective::Broadcast && a[kRoot] != b[kRoot])
       return at(str_cat("root ", a[kRoot], " on rank 0 but ", b[kRoot], " on rank ", r));
   }

@@ -86,9 +86,9 @@ struct DistributedDataParallel::Reducer {
   // Iterations started (prepare_for_backward outside no_sync), the same on every rank while they
   // are in step; carried by every collective of the reduction and compared across ranks.
   int64_t iteration = -1;
-  bool active = false;   // an iteration started and its reduction has not finished
+  bool active = false;  // an iteration started and its reduction has not finished
   bool no_sync = false;
-  std::string failed;    // set once a reduction failed: the replicas may differ now
+  std::string failed;  // set once a reduction failed: the replicas may differ now
   std::vector<BucketTiming> timings;
   std::mutex mutex;
 
@@ -244,8 +244,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     for (size_t i = 0; i < first.size(); ++i) {
       const TensorMeta &a = first[i], &b = other[i];
       TG_CHECK(a.dtype == b.dtype && a.requires_grad == b.requires_grad && a.sizes == b.sizes,
-               "DistributedDataParallel: ", name_of(i), " is ", meta_str(a), " on rank 0 but ", meta_str(b), " on rank ",
-               r, ": every rank must build the same model");
+               "DistributedDataParallel: ", name_of(i), " is ", meta_str(a), " on rank 0 but ", meta_str(b),
+               " on rank ", r, ": every rank must build the same model");
     }
   }
 

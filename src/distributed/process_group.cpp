@@ -10,10 +10,14 @@ namespace tapegrad::distributed {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "unknown";
 }
@@ -73,15 +77,21 @@ detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& state) {
 }
 }  // namespace
 
-void Work::wait() const { checked(state_).wait(); }
-bool Work::is_completed() const { return checked(state_).is_completed(); }
+void Work::wait() const {
+  checked(state_).wait();
+}
+bool Work::is_completed() const {
+  return checked(state_).is_completed();
+}
 std::vector<Tensor> Work::result() const {
   detail::WorkState& state = checked(state_);
   state.wait();
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.outputs;
 }
-const std::string& Work::name() const { return checked(state_).name; }
+const std::string& Work::name() const {
+  return checked(state_).name;
+}
 Work::TimePoint Work::start_time() const {
   detail::WorkState& state = checked(state_);
   std::lock_guard<std::mutex> lock(state.mutex);

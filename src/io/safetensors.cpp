@@ -13,8 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "io/atomic_file.h"
 #include "tapegrad/ops/creation.h"
@@ -147,8 +147,10 @@ Entry parse_entry(const Reader& r, const std::string& name, const ReadJson& v, s
     if (d == 0) {
       has_zero = true;
     } else if (!overflow) {
-      if (numel > std::numeric_limits<uint64_t>::max() / d) overflow = true;
-      else numel *= d;
+      if (numel > std::numeric_limits<uint64_t>::max() / d)
+        overflow = true;
+      else
+        numel *= d;
     }
   }
   if (has_zero) numel = 0, overflow = false;  // a zero dim makes the tensor empty whatever the others are
@@ -272,16 +274,15 @@ Header read_header(Reader& r) {
   const Entry* previous = nullptr;
   for (const Entry& e : h.entries) {
     if (e.end > data_size)
-      r.fail("tensor '", e.name, "': data_offsets [", e.begin, ", ", e.end, "] run past the data section (",
-             data_size, " bytes)");
+      r.fail("tensor '", e.name, "': data_offsets [", e.begin, ", ", e.end, "] run past the data section (", data_size,
+             " bytes)");
     if (e.begin < covered)
       r.fail("tensors '", previous->name, "' and '", e.name, "' overlap (byte ", e.begin, " < ", covered, ")");
     if (e.begin > covered) r.fail("hole in the data section: bytes [", covered, ", ", e.begin, ") belong to no tensor");
     covered = e.end;
     previous = &e;
   }
-  if (covered != data_size)
-    r.fail("data section has ", data_size, " bytes but the tensors cover only ", covered);
+  if (covered != data_size) r.fail("data section has ", data_size, " bytes but the tensors cover only ", covered);
   return h;
 }
 

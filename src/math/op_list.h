@@ -21,13 +21,13 @@
   X(Softplus, "softplus", SoftplusOp)     \
   X(Elu, "elu", EluOp)
 
-#define TG_BINARY_OPS(X)            \
-  X(Add, "add", AddOp)              \
-  X(Sub, "sub", SubOp)              \
-  X(Mul, "mul", MulOp)              \
-  X(Div, "div", DivOp)              \
-  X(Pow, "pow", PowOp)              \
-  X(Maximum, "maximum", MaximumOp)  \
+#define TG_BINARY_OPS(X)           \
+  X(Add, "add", AddOp)             \
+  X(Sub, "sub", SubOp)             \
+  X(Mul, "mul", MulOp)             \
+  X(Div, "div", DivOp)             \
+  X(Pow, "pow", PowOp)             \
+  X(Maximum, "maximum", MaximumOp) \
   X(Minimum, "minimum", MinimumOp)
 
 #define TG_COMPARE_OPS(X) \

@@ -11,7 +11,9 @@
 namespace tapegrad::math {
 
 #define TG_OP_CASE(Enum, name, Formula) \
-  case Kind::Enum: f(Formula{}); return;
+  case Kind::Enum:                      \
+    f(Formula{});                       \
+    return;
 
 // Calls f(Formula{}) for the runtime op.
 template <class F>
@@ -51,6 +53,8 @@ inline const UnaryOpInfo& unary_op_info(backend::UnaryOp op) {
 }
 
 // The unary ops that are defined on integers too (no transcendental functions).
-inline bool unary_accepts_integers(backend::UnaryOp op) { return unary_op_info(op).integers; }
+inline bool unary_accepts_integers(backend::UnaryOp op) {
+  return unary_op_info(op).integers;
+}
 
 }  // namespace tapegrad::math

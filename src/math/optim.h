@@ -83,25 +83,35 @@ TG_HD void sgd_update(T& p, T g, T* momentum_buffer, const SgdHyper& h) {
   const bool decay = h.weight_decay != 0;
   switch (sgd_momentum_mode(h)) {
     case SgdMomentum::None:
-      if (decay) sgd_update<T, true, SgdMomentum::None, false>(p, g, momentum_buffer, c);
-      else sgd_update<T, false, SgdMomentum::None, false>(p, g, momentum_buffer, c);
+      if (decay)
+        sgd_update<T, true, SgdMomentum::None, false>(p, g, momentum_buffer, c);
+      else
+        sgd_update<T, false, SgdMomentum::None, false>(p, g, momentum_buffer, c);
       return;
     case SgdMomentum::First:
       if (h.nesterov) {
-        if (decay) sgd_update<T, true, SgdMomentum::First, true>(p, g, momentum_buffer, c);
-        else sgd_update<T, false, SgdMomentum::First, true>(p, g, momentum_buffer, c);
+        if (decay)
+          sgd_update<T, true, SgdMomentum::First, true>(p, g, momentum_buffer, c);
+        else
+          sgd_update<T, false, SgdMomentum::First, true>(p, g, momentum_buffer, c);
       } else {
-        if (decay) sgd_update<T, true, SgdMomentum::First, false>(p, g, momentum_buffer, c);
-        else sgd_update<T, false, SgdMomentum::First, false>(p, g, momentum_buffer, c);
+        if (decay)
+          sgd_update<T, true, SgdMomentum::First, false>(p, g, momentum_buffer, c);
+        else
+          sgd_update<T, false, SgdMomentum::First, false>(p, g, momentum_buffer, c);
       }
       return;
     case SgdMomentum::Running:
       if (h.nesterov) {
-        if (decay) sgd_update<T, true, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
-        else sgd_update<T, false, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
+        if (decay)
+          sgd_update<T, true, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
+        else
+          sgd_update<T, false, SgdMomentum::Running, true>(p, g, momentum_buffer, c);
       } else {
-        if (decay) sgd_update<T, true, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
-        else sgd_update<T, false, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
+        if (decay)
+          sgd_update<T, true, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
+        else
+          sgd_update<T, false, SgdMomentum::Running, false>(p, g, momentum_buffer, c);
       }
       return;
   }
@@ -111,8 +121,8 @@ struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW
   bool amsgrad;
-  double bias_correction1;      // 1 - beta1^step
-  double bias_correction2_sqrt; // sqrt(1 - beta2^step)
+  double bias_correction1;       // 1 - beta1^step
+  double bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   // Capturable Adam: the step count on the parameters' device, incremented by the backend before
   // the update; the kernels then take the bias corrections from it (adam_hyper_at_step), not from
   // the two fields above. Null: the fields above hold. Set by the backend, never by callers.
@@ -193,13 +203,19 @@ TG_HD void adam_update(T& p, T g, T& m, T& v, T* v_max, const AdamHyper& h) {
   const AdamConstants<T> c = adam_constants<T>(h);
   const AdamDecay decay = adam_decay_mode(h);
   if (h.amsgrad) {
-    if (decay == AdamDecay::None) adam_update<T, AdamDecay::None, true>(p, g, m, v, v_max, c);
-    else if (decay == AdamDecay::L2) adam_update<T, AdamDecay::L2, true>(p, g, m, v, v_max, c);
-    else adam_update<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, c);
+    if (decay == AdamDecay::None)
+      adam_update<T, AdamDecay::None, true>(p, g, m, v, v_max, c);
+    else if (decay == AdamDecay::L2)
+      adam_update<T, AdamDecay::L2, true>(p, g, m, v, v_max, c);
+    else
+      adam_update<T, AdamDecay::Decoupled, true>(p, g, m, v, v_max, c);
   } else {
-    if (decay == AdamDecay::None) adam_update<T, AdamDecay::None, false>(p, g, m, v, v_max, c);
-    else if (decay == AdamDecay::L2) adam_update<T, AdamDecay::L2, false>(p, g, m, v, v_max, c);
-    else adam_update<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, c);
+    if (decay == AdamDecay::None)
+      adam_update<T, AdamDecay::None, false>(p, g, m, v, v_max, c);
+    else if (decay == AdamDecay::L2)
+      adam_update<T, AdamDecay::L2, false>(p, g, m, v, v_max, c);
+    else
+      adam_update<T, AdamDecay::Decoupled, false>(p, g, m, v, v_max, c);
   }
 }
 

@@ -30,7 +30,10 @@ TG_HD Philox4 philox4x32_10(uint64_t counter, uint64_t key) {
     uint32_t lo0 = mulhilo32(0xD2511F53u, c0, &hi0);
     uint32_t lo1 = mulhilo32(0xCD9E8D57u, c2, &hi1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
@@ -38,7 +41,9 @@ TG_HD Philox4 philox4x32_10(uint64_t counter, uint64_t key) {
 }
 
 // Uniform on [0, 1) with 24 bits (f32) or 53 bits (f64).
-TG_HD float uniform_float(uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
+TG_HD float uniform_float(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
 TG_HD double uniform_double(uint32_t hi, uint32_t lo) {
   uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
   return static_cast<double>(bits & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);

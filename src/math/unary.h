@@ -27,68 +27,122 @@ enum class BackwardReads {
 struct NegOp {
   static constexpr bool kIntegers = true, kCheap = true;
   static constexpr BackwardReads kReads = BackwardReads::Nothing;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return -x; }
-  template <class T> TG_HD static T backward(T g, T, T, Scalars<T>) { return -g; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return -x;
+  }
+  template <class T>
+  TG_HD static T backward(T g, T, T, Scalars<T>) {
+    return -g;
+  }
 };
 struct AbsOp {
   static constexpr bool kIntegers = true, kCheap = true;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return x < T(0) ? -x : x; }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T>) {
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return x < T(0) ? -x : x;
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
     return x > T(0) ? g : (x < T(0) ? -g : T(0));
   }
 };
 struct ExpOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Result;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return exp(x); }
-  template <class T> TG_HD static T backward(T g, T, T y, Scalars<T>) { return g * y; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return exp(x);
+  }
+  template <class T>
+  TG_HD static T backward(T g, T, T y, Scalars<T>) {
+    return g * y;
+  }
 };
 struct LogOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return log(x); }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T>) { return g / x; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return log(x);
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
+    return g / x;
+  }
 };
 struct SqrtOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Result;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return sqrt(x); }
-  template <class T> TG_HD static T backward(T g, T, T y, Scalars<T>) { return g / (T(2) * y); }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return sqrt(x);
+  }
+  template <class T>
+  TG_HD static T backward(T g, T, T y, Scalars<T>) {
+    return g / (T(2) * y);
+  }
 };
 struct RsqrtOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::InputAndResult;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return T(1) / sqrt(x); }
-  template <class T> TG_HD static T backward(T g, T x, T y, Scalars<T>) { return T(-0.5) * g * y / x; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return T(1) / sqrt(x);
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T y, Scalars<T>) {
+    return T(-0.5) * g * y / x;
+  }
 };
 struct TanhOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Result;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return tanh(x); }
-  template <class T> TG_HD static T backward(T g, T, T y, Scalars<T>) { return g * (T(1) - y * y); }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return tanh(x);
+  }
+  template <class T>
+  TG_HD static T backward(T g, T, T y, Scalars<T>) {
+    return g * (T(1) - y * y);
+  }
 };
 struct SigmoidOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Result;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return T(1) / (T(1) + exp(-x)); }
-  template <class T> TG_HD static T backward(T g, T, T y, Scalars<T>) { return g * y * (T(1) - y); }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return T(1) / (T(1) + exp(-x));
+  }
+  template <class T>
+  TG_HD static T backward(T g, T, T y, Scalars<T>) {
+    return g * y * (T(1) - y);
+  }
 };
 // relu saves only its output, which the next layer keeps anyway, so its input can be freed.
 struct ReluOp {
   static constexpr bool kIntegers = true, kCheap = true;
   static constexpr BackwardReads kReads = BackwardReads::ResultAsInput;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return x < T(0) ? T(0) : x; }  // NaN stays NaN
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T>) { return x > T(0) ? g : T(0); }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return x < T(0) ? T(0) : x;
+  }  // NaN stays NaN
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
+    return x > T(0) ? g : T(0);
+  }
 };
 // gelu(x) = x * Phi(x), Phi the standard normal CDF; gelu'(x) = Phi(x) + x * phi(x).
 struct GeluOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) {
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
     return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
   }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T>) {
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
     T cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440)));
     T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x * x);
     return g * (cdf + x * pdf);
@@ -97,8 +151,14 @@ struct GeluOp {
 struct SquareOp {
   static constexpr bool kIntegers = true, kCheap = true;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T>) { return x * x; }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T>) { return T(2) * g * x; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return x * x;
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
+    return T(2) * g * x;
+  }
 };
 
 // The parameterised activations, with PyTorch's formulas (aten/src/ATen/native/cpu/Activation.cpp)
@@ -109,18 +169,26 @@ struct SquareOp {
 struct LeakyReluOp {
   static constexpr bool kIntegers = false, kCheap = true;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T> s) { return x > T(0) ? x : x * s.a; }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T> s) { return x > T(0) ? g : g * s.a; }
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T> s) {
+    return x > T(0) ? x : x * s.a;
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T> s) {
+    return x > T(0) ? g : g * s.a;
+  }
 };
 // softplus(x) = log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (where the two
 // agree to working precision and exp would overflow); s.a = beta, s.b = threshold.
 struct SoftplusOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T> s) {
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T> s) {
     return x * s.a > s.b ? x : static_cast<T>(log1p(exp(x * s.a))) / s.a;
   }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T> s) {
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T> s) {
     const T z = exp(x * s.a);
     return x * s.a > s.b ? g : g * z / (z + T(1));
   }
@@ -129,10 +197,12 @@ struct SoftplusOp {
 struct EluOp {
   static constexpr bool kIntegers = false, kCheap = false;
   static constexpr BackwardReads kReads = BackwardReads::Input;
-  template <class T> TG_HD static T forward(T x, Scalars<T> s) {
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T> s) {
     return x <= T(0) ? static_cast<T>(expm1(x)) * s.a : x;
   }
-  template <class T> TG_HD static T backward(T g, T x, T, Scalars<T> s) {
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T> s) {
     return x <= T(0) ? g * s.a * static_cast<T>(exp(x)) : g;
   }
 };

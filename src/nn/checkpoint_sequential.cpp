@@ -25,11 +25,12 @@ Tensor run(const std::vector<NamedUnary>& modules, size_t begin, size_t end, con
   return x;
 }
 
-Tensor checkpoint_runs(std::vector<NamedUnary> modules, int64_t segments, const Tensor& input, bool preserve_rng_state) {
+Tensor checkpoint_runs(std::vector<NamedUnary> modules, int64_t segments, const Tensor& input,
+                       bool preserve_rng_state) {
   const int64_t count = static_cast<int64_t>(modules.size());
   TG_CHECK(segments >= 1, "checkpoint_sequential: segments must be at least 1, got ", segments);
-  TG_CHECK(segments <= count, "checkpoint_sequential: segments (", segments, ") exceeds the number of modules (",
-           count, ")");
+  TG_CHECK(segments <= count, "checkpoint_sequential: segments (", segments, ") exceeds the number of modules (", count,
+           ")");
   TG_CHECK(input.defined(), "checkpoint_sequential: input is undefined");
   auto shared = std::make_shared<const std::vector<NamedUnary>>(std::move(modules));
   const size_t segment_size = static_cast<size_t>(count / segments);

@@ -3,9 +3,9 @@
 
 #include <cmath>
 
+#include "nn/format.h"
 #include "tapegrad/autograd/anomaly_mode.h"
 #include "tapegrad/autograd/grad_mode.h"
-#include "nn/format.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
@@ -29,22 +29,30 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
   }
 }
 
-Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+Tensor Linear::forward(const Tensor& input) {
+  return linear(input, weight, bias);
+}
 
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features_) + ", out_features=" + std::to_string(out_features_) +
          ", bias=" + (bias.defined() ? "true" : "false");
 }
 
-Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+Tensor ReLU::forward(const Tensor& input) {
+  return relu(input);
+}
 
 Dropout::Dropout(double p, Generator* generator) : p_(p), generator_(generator) {
   TG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& input) { return dropout(input, p_, is_training(), generator_); }
+Tensor Dropout::forward(const Tensor& input) {
+  return dropout(input, p_, is_training(), generator_);
+}
 
-std::string Dropout::extra_repr() const { return "p=" + format_double(p_); }
+std::string Dropout::extra_repr() const {
+  return "p=" + format_double(p_);
+}
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
   for (const auto& m : modules) push_back(m);

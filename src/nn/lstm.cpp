@@ -12,7 +12,6 @@
 #include "backend/weight_layouts.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/grad_mode.h"
-
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
@@ -96,8 +95,8 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
       for (int64_t v : all_lengths.tolist<int64_t>())
         TG_CHECK(v >= 0 && v <= steps, "LSTM: sequence length ", v, " is outside [0, ", steps, "]");
     } else {
-      TG_KERNEL(all_lengths.device(), check_values)(all_lengths, steps + 1, std::numeric_limits<int64_t>::min(),
-                                                    backend::DeviceCheck::LstmLength);
+      TG_KERNEL(all_lengths.device(), check_values)
+      (all_lengths, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
     }
   }
   std::vector<Tensor> outputs, result(static_cast<size_t>(1 + 2 * directions));
@@ -159,7 +158,8 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, 
       std::string suffix = "_l" + std::to_string(layer) + (d == 1 ? "_reverse" : "");
       Weights w;
       w.w_ih = register_parameter("weight_ih" + suffix, uniform_parameter({4 * hidden_size, in}, bound, generator));
-      w.w_hh = register_parameter("weight_hh" + suffix, uniform_parameter({4 * hidden_size, hidden_size}, bound, generator));
+      w.w_hh =
+          register_parameter("weight_hh" + suffix, uniform_parameter({4 * hidden_size, hidden_size}, bound, generator));
       if (options.bias_) {
         w.b_ih = register_parameter("bias_ih" + suffix, uniform_parameter({4 * hidden_size}, bound, generator));
         w.b_hh = register_parameter("bias_hh" + suffix, uniform_parameter({4 * hidden_size}, bound, generator));
@@ -177,8 +177,9 @@ LSTMOutput LSTM::operator()(const Tensor& input, const Tensor& h0, const Tensor&
 }
 
 LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
-  TG_CHECK(input.defined() && input.dim() == 3, "LSTM: input must be 3-D (", options_.batch_first_ ? "[B, T, I]" : "[T, B, I]",
-           "), got ", input.defined() ? shape_str(input.sizes()) : std::string("undefined"));
+  TG_CHECK(input.defined() && input.dim() == 3, "LSTM: input must be 3-D (",
+           options_.batch_first_ ? "[B, T, I]" : "[T, B, I]", "), got ",
+           input.defined() ? shape_str(input.sizes()) : std::string("undefined"));
   Tensor x = options_.batch_first_ ? input.transpose(0, 1) : input;
   TG_CHECK(x.size(2) == input_size_, "LSTM: input has ", x.size(2), " features, expected ", input_size_);
   const int64_t directions = options_.bidirectional_ ? 2 : 1;
@@ -206,7 +207,8 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
   for (int64_t layer = 0; layer < layers; ++layer) {
     const bool last = layer + 1 == layers;
     LayerRun run;
-    for (const Weights& w : weights_[static_cast<size_t>(layer)]) run.weights.push_back({w.w_ih, w.w_hh, w.b_ih, w.b_hh});
+    for (const Weights& w : weights_[static_cast<size_t>(layer)])
+      run.weights.push_back({w.w_ih, w.w_hh, w.b_ih, w.b_hh});
     run.dropout = last ? 0.0 : options_.dropout_;
     run.training = is_training();
     run.generator = generator_;
@@ -278,7 +280,8 @@ std::string LSTM::extra_repr() const {
   return s;
 }
 
-LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* generator) : hidden_size_(hidden_size) {
+LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* generator)
+    : hidden_size_(hidden_size) {
   TG_CHECK(input_size > 0 && hidden_size > 0, "LSTMCell: input_size and hidden_size must be positive");
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
   weight_ih = register_parameter("weight_ih", uniform_parameter({4 * hidden_size, input_size}, bound, generator));

@@ -47,7 +47,8 @@ OutputFile::OutputFile(const char* who, std::string path, Mode mode) : who_(who)
   // Only a held lock is an error: a file system without flock (some network ones) gets no check.
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     close();
-    TG_CHECK(false, who_, ": '", path_, "' is already being written by another logger (in this process or another); "
+    TG_CHECK(false, who_, ": '", path_,
+             "' is already being written by another logger (in this process or another); "
              "give each output its own file");
   }
   if (mode == Mode::Truncate && ::ftruncate(fd_, 0) != 0) {

@@ -75,12 +75,25 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
     bool save_a = false, save_b = false, save_out = false;
     switch (op) {
       case BinaryOp::Add:
-      case BinaryOp::Sub: break;
-      case BinaryOp::Mul: save_a = need_b; save_b = need_a; break;
-      case BinaryOp::Div: save_b = true; save_out = need_b; break;
-      case BinaryOp::Pow: save_a = true; save_b = need_a; save_out = need_b; break;
+      case BinaryOp::Sub:
+        break;
+      case BinaryOp::Mul:
+        save_a = need_b;
+        save_b = need_a;
+        break;
+      case BinaryOp::Div:
+        save_b = true;
+        save_out = need_b;
+        break;
+      case BinaryOp::Pow:
+        save_a = true;
+        save_b = need_a;
+        save_out = need_b;
+        break;
       case BinaryOp::Maximum:
-      case BinaryOp::Minimum: save_a = save_b = true; break;
+      case BinaryOp::Minimum:
+        save_a = save_b = true;
+        break;
     }
     SavedTensor sa = save_a ? SavedTensor(ca) : SavedTensor();
     SavedTensor sb = save_b ? SavedTensor(cb) : SavedTensor();
@@ -136,38 +149,88 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   return binary_op(BinaryOp::Sub, a, alpha == 1.0 ? b : mul(b, alpha));
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Div, a, b);
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Pow, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Minimum, a, b);
+}
 
-Tensor add(const Tensor& a, double b) { return binary_with_number(BinaryOp::Add, a, b); }
-Tensor sub(const Tensor& a, double b) { return binary_with_number(BinaryOp::Sub, a, b); }
-Tensor mul(const Tensor& a, double b) { return binary_with_number(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, double b) { return binary_with_number(BinaryOp::Div, a, b); }
+Tensor add(const Tensor& a, double b) {
+  return binary_with_number(BinaryOp::Add, a, b);
+}
+Tensor sub(const Tensor& a, double b) {
+  return binary_with_number(BinaryOp::Sub, a, b);
+}
+Tensor mul(const Tensor& a, double b) {
+  return binary_with_number(BinaryOp::Mul, a, b);
+}
+Tensor div(const Tensor& a, double b) {
+  return binary_with_number(BinaryOp::Div, a, b);
+}
 Tensor pow(const Tensor& a, double exponent) {
   check_defined("pow", a);
   if (exponent == 2.0) return square(a);
   return binary_op(BinaryOp::Pow, a, scalar_like(a, exponent, "pow"));
 }
-Tensor pow(double base, const Tensor& exponent) { return binary_op(BinaryOp::Pow, scalar_like(exponent, base, "pow"), exponent); }
-Tensor maximum(const Tensor& a, double b) { return binary_op(BinaryOp::Maximum, a, scalar_like(a, b, "maximum")); }
-Tensor minimum(const Tensor& a, double b) { return binary_op(BinaryOp::Minimum, a, scalar_like(a, b, "minimum")); }
+Tensor pow(double base, const Tensor& exponent) {
+  return binary_op(BinaryOp::Pow, scalar_like(exponent, base, "pow"), exponent);
+}
+Tensor maximum(const Tensor& a, double b) {
+  return binary_op(BinaryOp::Maximum, a, scalar_like(a, b, "maximum"));
+}
+Tensor minimum(const Tensor& a, double b) {
+  return binary_op(BinaryOp::Minimum, a, scalar_like(a, b, "minimum"));
+}
 
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return binary_op(BinaryOp::Div, scalar_like(b, a, "div"), b); }
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return div(a, b);
+}
+Tensor operator+(double a, const Tensor& b) {
+  return add(b, a);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return add(neg(b), a);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return mul(b, a);
+}
+Tensor operator/(double a, const Tensor& b) {
+  return binary_op(BinaryOp::Div, scalar_like(b, a, "div"), b);
+}
 
 // In-place forms: out-of-place when autograd must record (so the backward sees the old value),
 // else the kernel writes straight into self.
@@ -201,16 +264,36 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
   return inplace_binary("sub_", BinaryOp::Sub, *this, alpha == 1.0 ? other : mul(other, alpha));
 }
-Tensor& Tensor::mul_(const Tensor& other) { return inplace_binary("mul_", BinaryOp::Mul, *this, other); }
-Tensor& Tensor::div_(const Tensor& other) { return inplace_binary("div_", BinaryOp::Div, *this, other); }
-Tensor& Tensor::add_(double other) { return inplace_binary("add_", BinaryOp::Add, *this, scalar_like(*this, other)); }
-Tensor& Tensor::sub_(double other) { return inplace_binary("sub_", BinaryOp::Sub, *this, scalar_like(*this, other)); }
-Tensor& Tensor::mul_(double other) { return inplace_binary("mul_", BinaryOp::Mul, *this, scalar_like(*this, other)); }
-Tensor& Tensor::div_(double other) { return inplace_binary("div_", BinaryOp::Div, *this, scalar_like(*this, other)); }
+Tensor& Tensor::mul_(const Tensor& other) {
+  return inplace_binary("mul_", BinaryOp::Mul, *this, other);
+}
+Tensor& Tensor::div_(const Tensor& other) {
+  return inplace_binary("div_", BinaryOp::Div, *this, other);
+}
+Tensor& Tensor::add_(double other) {
+  return inplace_binary("add_", BinaryOp::Add, *this, scalar_like(*this, other));
+}
+Tensor& Tensor::sub_(double other) {
+  return inplace_binary("sub_", BinaryOp::Sub, *this, scalar_like(*this, other));
+}
+Tensor& Tensor::mul_(double other) {
+  return inplace_binary("mul_", BinaryOp::Mul, *this, scalar_like(*this, other));
+}
+Tensor& Tensor::div_(double other) {
+  return inplace_binary("div_", BinaryOp::Div, *this, scalar_like(*this, other));
+}
 
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return a.div_(b);
+}
 
 }  // namespace tapegrad

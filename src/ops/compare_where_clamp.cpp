@@ -14,12 +14,18 @@ namespace {
 
 const char* compare_name(CompareOp op) {
   switch (op) {
-    case CompareOp::Eq: return "eq";
-    case CompareOp::Ne: return "ne";
-    case CompareOp::Lt: return "lt";
-    case CompareOp::Le: return "le";
-    case CompareOp::Gt: return "gt";
-    case CompareOp::Ge: return "ge";
+    case CompareOp::Eq:
+      return "eq";
+    case CompareOp::Ne:
+      return "ne";
+    case CompareOp::Lt:
+      return "lt";
+    case CompareOp::Le:
+      return "le";
+    case CompareOp::Gt:
+      return "gt";
+    case CompareOp::Ge:
+      return "ge";
   }
   return "compare";
 }
@@ -59,18 +65,42 @@ Tensor compare_with_number(CompareOp op, const Tensor& a, double value) {
 
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return compare_with_number(CompareOp::Eq, a, b); }
-Tensor ne(const Tensor& a, double b) { return compare_with_number(CompareOp::Ne, a, b); }
-Tensor lt(const Tensor& a, double b) { return compare_with_number(CompareOp::Lt, a, b); }
-Tensor le(const Tensor& a, double b) { return compare_with_number(CompareOp::Le, a, b); }
-Tensor gt(const Tensor& a, double b) { return compare_with_number(CompareOp::Gt, a, b); }
-Tensor ge(const Tensor& a, double b) { return compare_with_number(CompareOp::Ge, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Eq, a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Ne, a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Lt, a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Le, a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Gt, a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare_op(CompareOp::Ge, a, b);
+}
+Tensor eq(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Eq, a, b);
+}
+Tensor ne(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Ne, a, b);
+}
+Tensor lt(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Lt, a, b);
+}
+Tensor le(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Le, a, b);
+}
+Tensor gt(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Gt, a, b);
+}
+Tensor ge(const Tensor& a, double b) {
+  return compare_with_number(CompareOp::Ge, a, b);
+}
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_defined("where", condition, "condition");

@@ -76,8 +76,12 @@ Tensor Tensor::to(Device device, DType dtype) const {
   return out;
 }
 
-Tensor Tensor::to(Device device) const { return to(device, dtype()); }
-Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
+Tensor Tensor::to(Device device) const {
+  return to(device, dtype());
+}
+Tensor Tensor::to(DType dtype) const {
+  return to(device(), dtype);
+}
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_defined("copy_", src, "source");
@@ -114,7 +118,9 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() {
+  return fill_(0.0);
+}
 
 template <class T>
 std::vector<T> Tensor::tolist() const {

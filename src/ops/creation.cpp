@@ -32,19 +32,35 @@ Tensor empty(const Shape& sizes, const TensorOptions& options) {
 Tensor full(const Shape& sizes, double value, const TensorOptions& options) {
   return filled("full", sizes, value, options);
 }
-Tensor zeros(const Shape& sizes, const TensorOptions& options) { return filled("zeros", sizes, 0.0, options); }
-Tensor ones(const Shape& sizes, const TensorOptions& options) { return filled("ones", sizes, 1.0, options); }
+Tensor zeros(const Shape& sizes, const TensorOptions& options) {
+  return filled("zeros", sizes, 0.0, options);
+}
+Tensor ones(const Shape& sizes, const TensorOptions& options) {
+  return filled("ones", sizes, 1.0, options);
+}
 
 namespace {
-TensorOptions like(const Tensor& other) { return TensorOptions(other.dtype()).device(other.device()); }
+TensorOptions like(const Tensor& other) {
+  return TensorOptions(other.dtype()).device(other.device());
+}
 }  // namespace
 
-Tensor empty_like(const Tensor& other) { return empty(other.sizes(), like(other)); }
-Tensor zeros_like(const Tensor& other) { return zeros(other.sizes(), like(other)); }
-Tensor ones_like(const Tensor& other) { return ones(other.sizes(), like(other)); }
-Tensor full_like(const Tensor& other, double value) { return full(other.sizes(), value, like(other)); }
+Tensor empty_like(const Tensor& other) {
+  return empty(other.sizes(), like(other));
+}
+Tensor zeros_like(const Tensor& other) {
+  return zeros(other.sizes(), like(other));
+}
+Tensor ones_like(const Tensor& other) {
+  return ones(other.sizes(), like(other));
+}
+Tensor full_like(const Tensor& other, double value) {
+  return full(other.sizes(), value, like(other));
+}
 
-Tensor arange(double end, const TensorOptions& options) { return arange(0.0, end, 1.0, options); }
+Tensor arange(double end, const TensorOptions& options) {
+  return arange(0.0, end, 1.0, options);
+}
 
 Tensor arange(double start, double end, double step, const TensorOptions& options) {
   TG_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
@@ -71,7 +87,8 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
   ops::check_value_fits("linspace", start, options.dtype());
   ops::check_value_fits("linspace", end, options.dtype());
   Tensor t = empty_tensor({steps}, options.dtype(), options.device(), "linspace");
-  if (steps > 0) TG_KERNEL(t.device(), arange)(t, start, steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0);
+  if (steps > 0)
+    TG_KERNEL(t.device(), arange)(t, start, steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0);
   if (steps > 1) TG_KERNEL(t.device(), fill)(t.narrow(0, steps - 1, 1), end);  // the end point exactly
   return finish(t, options);
 }
@@ -124,8 +141,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOption
   return finish(t, options);
 }
 
-Tensor rand_like(const Tensor& other, Generator* generator) { return rand(other.sizes(), like(other), generator); }
-Tensor randn_like(const Tensor& other, Generator* generator) { return randn(other.sizes(), like(other), generator); }
+Tensor rand_like(const Tensor& other, Generator* generator) {
+  return rand(other.sizes(), like(other), generator);
+}
+Tensor randn_like(const Tensor& other, Generator* generator) {
+  return randn(other.sizes(), like(other), generator);
+}
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& sizes, TensorOptions options) {
@@ -145,7 +166,9 @@ template Tensor tensor<double>(const std::vector<double>&, const Shape&, TensorO
 template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&, TensorOptions);
 template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
 
-Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
+Tensor scalar_tensor(double value, const TensorOptions& options) {
+  return full({}, value, options);
+}
 
 Tensor from_blob(void* data, const Shape& sizes, DType dtype, Device device, std::function<void(void*)> deleter) {
   const size_t nbytes = checked_nbytes("from_blob", sizes, dtype_size(dtype));

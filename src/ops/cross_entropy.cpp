@@ -30,12 +30,11 @@ struct Counted {
 // checks them (the fused cross_entropy kernel, or check_values when `fused` is false) and the
 // Error comes at the next synchronisation (Note [deferred checks]).
 // `dtype` (the loss's) and `need_count` (an unweighted mean) say what the device count is for.
-Counted check_targets(const char* op, backend::DeviceCheck check, const Tensor& target, int64_t classes, int64_t ignore_index, DType dtype,
-                      bool need_count, bool fused) {
+Counted check_targets(const char* op, backend::DeviceCheck check, const Tensor& target, int64_t classes,
+                      int64_t ignore_index, DType dtype, bool need_count, bool fused) {
   Counted counted;
   if (!backend::checks_on_host(target.device().is_cuda())) {
-    if (!fused && target.numel() > 0)
-      TG_KERNEL(target.device(), check_values)(target, classes, ignore_index, check);
+    if (!fused && target.numel() > 0) TG_KERNEL(target.device(), check_values)(target, classes, ignore_index, check);
     if (need_count) counted.device = cast(sum(ne(target, static_cast<double>(ignore_index))), dtype);
     return counted;
   }
@@ -43,8 +42,8 @@ Counted check_targets(const char* op, backend::DeviceCheck check, const Tensor& 
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] == ignore_index) continue;
     TG_CHECK(values[i] >= 0 && values[i] < classes, op, ": target ", values[i], " at position ", i,
-             " is out of range for ", classes, " classes (expected 0..", classes - 1, " or ignore_index ",
-             ignore_index, ")");
+             " is out of range for ", classes, " classes (expected 0..", classes - 1, " or ignore_index ", ignore_index,
+             ")");
     ++counted.host;
   }
   return counted;
@@ -67,8 +66,8 @@ LossInputs check_loss_inputs(const char* op, const Tensor& input, const Tensor& 
   LossInputs r;
   r.unbatched = input.dim() == 1;
   r.input = r.unbatched ? input.unsqueeze(0) : input;
-  TG_CHECK(target.dim() == input.dim() - 1 && (r.unbatched || target.size(0) == input.size(0)), op, ": target of shape ",
-           shape_str(target.sizes()), " does not match input of shape ", shape_str(input.sizes()),
+  TG_CHECK(target.dim() == input.dim() - 1 && (r.unbatched || target.size(0) == input.size(0)), op,
+           ": target of shape ", shape_str(target.sizes()), " does not match input of shape ", shape_str(input.sizes()),
            " (expected [", r.unbatched ? "" : std::to_string(input.size(0)), "])");
   r.target = cast(target.detach().reshape({-1}), kInt64).contiguous();
   return r;
@@ -82,8 +81,10 @@ Tensor reduce_loss(const char* op, const Tensor& losses, Reduction reduction, co
   TG_CHECK(reduction != Reduction::Mean || losses.numel() > 0, op,
            ": empty batch (0 examples): the mean loss over no examples is undefined");
   switch (reduction) {
-    case Reduction::None: return unbatched ? losses.reshape({}) : losses;
-    case Reduction::Sum: return sum(losses);
+    case Reduction::None:
+      return unbatched ? losses.reshape({}) : losses;
+    case Reduction::Sum:
+      return sum(losses);
     case Reduction::Mean:  // 0/0 = nan, like PyTorch
       if (total_weight.defined()) return div(sum(losses), total_weight);
       if (counted.device.defined()) return div(sum(losses), counted.device);
@@ -164,8 +165,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor result = reduced ? empty_tensor({}, z.dtype(), z.device()) : losses;
   Tensor count = mean ? empty_tensor({}, kInt64, z.device()) : Tensor();
   if (rows > 0)
-    TG_KERNEL(z.device(), cross_entropy)(z, in.target, losses, lse, reduced ? result : Tensor(), count,
-                                         options.ignore_index, options.label_smoothing);
+    TG_KERNEL(z.device(), cross_entropy)
+    (z, in.target, losses, lse, reduced ? result : Tensor(), count, options.ignore_index, options.label_smoothing);
   else if (reduced)
     result = zeros({}, TensorOptions(z.dtype()).device(z.device()));  // the sum over no rows
   if (!any_requires_grad({in.input})) return reduced || !in.unbatched ? result : result.reshape({});
@@ -182,8 +183,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     if (reduced) grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
     Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
     if (grad.numel() > 0)
-      TG_KERNEL(zz.device(), cross_entropy_backward)(grad_losses, count, zz, saved_t.get(), saved_lse.get(), grad,
-                                                     ignore, smoothing);
+      TG_KERNEL(zz.device(), cross_entropy_backward)
+      (grad_losses, count, zz, saved_t.get(), saved_lse.get(), grad, ignore, smoothing);
     return std::vector<Tensor>{grad};
   });
   return reduced || !in.unbatched ? result : result.reshape({});
@@ -193,9 +194,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
   if (auto f = autocast_float32({log_probs})) return nll_loss((*f)[0], target, options);
   LossInputs in = check_loss_inputs("nll_loss", log_probs, target);
   TG_CHECK(options.label_smoothing == 0.0, "nll_loss: label_smoothing is a cross_entropy option");
-  Counted counted = check_targets("nll_loss", backend::DeviceCheck::NllLossTarget, in.target, in.input.size(1), options.ignore_index,
-                                  log_probs.dtype(), options.reduction == Reduction::Mean && !options.weight.defined(),
-                                  /*fused=*/false);
+  Counted counted =
+      check_targets("nll_loss", backend::DeviceCheck::NllLossTarget, in.target, in.input.size(1), options.ignore_index,
+                    log_probs.dtype(), options.reduction == Reduction::Mean && !options.weight.defined(),
+                    /*fused=*/false);
   Tensor weight = options.weight.defined() ? class_weight("nll_loss", options.weight, in.input) : Tensor();
   PickedLosses picked = pick_losses(in.input, in.target, options.ignore_index, weight);
   Tensor total_weight = weight.defined() ? sum(picked.row_weight) : Tensor();
@@ -211,8 +213,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   Tensor diff = sub(input, target);
   Tensor squared = mul(diff, diff);
   switch (reduction) {
-    case Reduction::None: return squared;
-    case Reduction::Sum: return sum(squared);
+    case Reduction::None:
+      return squared;
+    case Reduction::Sum:
+      return sum(squared);
     case Reduction::Mean:
       TG_CHECK(squared.numel() > 0, "mse_loss: empty input (shape ", shape_str(input.sizes()),
                "): the mean loss over no elements is undefined");

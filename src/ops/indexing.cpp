@@ -2,9 +2,10 @@
 // host for CPU tensors (and for CUDA ones with cuda::sync_checks()); otherwise the CUDA kernel
 // checks them without waiting and the Error comes at the next synchronisation (Note [deferred
 // checks]). Each backward is the opposite move (select <-> add, gather <-> scatter).
+#include "tapegrad/ops/indexing.h"
+
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/creation.h"
-#include "tapegrad/ops/indexing.h"
 
 namespace tapegrad {
 
@@ -142,8 +143,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   Tensor idx = checked_index("scatter_add", index, x.dim() ? x.size(d) : 1);
   Tensor out = x.detach().clone();
   if (src.numel() > 0)
-    TG_KERNEL(x.device(), scatter_add)(out, d, idx, src.detach().contiguous(),
-                                       kernel_check(idx, DeviceCheck::ScatterAdd));
+    TG_KERNEL(x.device(), scatter_add)
+    (out, d, idx, src.detach().contiguous(), kernel_check(idx, DeviceCheck::ScatterAdd));
   if (any_requires_grad({x, src})) {
     SavedTensor saved = idx;
     record("scatter_add", {x, src}, {out}, [=](const std::vector<Tensor>& g) {

@@ -1,7 +1,8 @@
 // cat and stack copy pieces into one new tensor (the backward narrows the gradient back);
 // split and chunk are narrow views.
-#include "ops/op_helpers.h"
 #include "tapegrad/ops/join.h"
+
+#include "ops/op_helpers.h"
 
 namespace tapegrad {
 
@@ -59,8 +60,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> expanded;
   for (size_t i = 0; i < tensors.size(); ++i) {
     TG_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack: tensor ", i, " has shape ",
-             shape_str(tensors[i].sizes()), ", tensor 0 has ", shape_str(tensors[0].sizes()),
-             " (all must be equal)");
+             shape_str(tensors[i].sizes()), ", tensor 0 has ", shape_str(tensors[0].sizes()), " (all must be equal)");
     expanded.push_back(tensors[i].unsqueeze(d));
   }
   return cat(expanded, d);

@@ -37,7 +37,8 @@ Tensor flat_parameter(const Tensor& t, int64_t n) {
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (auto f = autocast_float32({input, weight, bias})) return layer_norm((*f)[0], normalized_shape, (*f)[1], (*f)[2], eps);
+  if (auto f = autocast_float32({input, weight, bias}))
+    return layer_norm((*f)[0], normalized_shape, (*f)[1], (*f)[2], eps);
   check_defined("layer_norm", input);
   TG_CHECK(!normalized_shape.empty(), "layer_norm: normalized_shape must have at least one dim, got []");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

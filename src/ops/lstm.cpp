@@ -34,11 +34,12 @@ void check_lstm_inputs(const Tensor& x, const Tensor& h0, const Tensor& c0, cons
   TG_CHECK(w_ih.dim() == 2 && w_ih.size(0) == 4 * hidden && w_ih.size(1) == x.size(2), "lstm: weight_ih ",
            shape_str(w_ih.sizes()), " does not match input ", shape_str(x.sizes()), " and hidden size ", hidden);
   for (const Tensor* s : {&h0, &c0})
-    TG_CHECK(s->sizes() == (Shape{batch, hidden}), "lstm: initial state ", shape_str(s->sizes()), " should be [",
-             batch, ", ", hidden, "]");
+    TG_CHECK(s->sizes() == (Shape{batch, hidden}), "lstm: initial state ", shape_str(s->sizes()), " should be [", batch,
+             ", ", hidden, "]");
   for (const Tensor* b : {&b_ih, &b_hh})
     if (b->defined())
-      TG_CHECK(b->sizes() == (Shape{4 * hidden}), "lstm: bias ", shape_str(b->sizes()), " should be [", 4 * hidden, "]");
+      TG_CHECK(b->sizes() == (Shape{4 * hidden}), "lstm: bias ", shape_str(b->sizes()), " should be [", 4 * hidden,
+               "]");
   for (const Tensor* t : {&h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh}) {
     if (!t->defined()) continue;
     check_same_device(op, x, *t);
@@ -57,7 +58,8 @@ Tensor checked_lengths(const Tensor& lengths, int64_t steps, int64_t batch, Devi
   // Lengths already on the GPU are checked there, without waiting (Note [deferred checks]; the
   // kernels only compare steps with them, so a bad one cannot reach outside a buffer).
   if (l.device() == device && !backend::checks_on_host(device.is_cuda())) {
-    TG_KERNEL(device, check_values)(l, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
+    TG_KERNEL(device, check_values)
+    (l, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
     return l;
   }
   for (int64_t v : l.tolist<int64_t>())
@@ -173,98 +175,99 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
     SavedTensor sw_ih = need_x ? SavedTensor(w_ih) : SavedTensor();
     SavedTensor sh0 = h_init, sc0 = c_init, sw_hh = w_hh, sgates = gates, sh = h_all, sc = c_all, slens = lens,
                 smask = mask;
-    record("lstm", {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, {out.output, out.h_n, out.c_n},
-           [=](const std::vector<Tensor>& grads) {
-             Tensor h_all_ = sh.get(), c_all_ = sc.get(), gates_ = sgates.get(), lens_ = slens.get();
-             Tensor w_hh_ = sw_hh.get(), h_init_ = sh0.get();
-             const Device dev = gates_.device();
-             const DType dt = gates_.dtype();
-             // The weight gradients' products in the forward's precision too.
-             auto gemm_ = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
-               gemm_as("lstm", products, a, b, out, alpha, beta);
-             };
-             auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
-             auto add_kernel = TG_KERNEL(dev, binary);
-             auto copy_kernel = TG_KERNEL(dev, copy);
-             // An output nothing used arrives undefined (recorded with materialize_grads = false)
-             // and reads as zeros. g_out is read through its strides.
-             Tensor g_out = grads[0];
-             if (g_out.defined() && g_out.dtype() != dt) g_out = g_out.to(dt);
-             if (g_out.defined() && smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
-             // The last state's gradients, read where they are (undefined: zeros).
-             Tensor g_h_n = grads[1].defined() && grads[1].dtype() != dt ? grads[1].to(dt) : grads[1];
-             Tensor g_c_n = grads[2].defined() && grads[2].dtype() != dt ? grads[2].to(dt) : grads[2];
-             // Running state gradients, ending as those of h0 and c0: fresh buffers, never the incoming tensors.
-             Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
-             Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
-             auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
-             Tensor c_init_ = sc0.get();
-             Tensor db_ih, db_hh;  // the bias gradient (both): the sum of dgates over steps and rows
-             auto recurrence = backend::kernels(dev).lstm_recurrence_backward;
-             if (recurrence != nullptr) {
-               if (need_b_ih) db_ih = empty_tensor({gates_width}, dt, dev);
-               if (need_b_hh) db_hh = empty_tensor({gates_width}, dt, dev);
-               recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, g_h_n, g_c_n, dh, dc, dgates, db_ih,
-                          db_hh, lens_, reverse, products);
-             } else {
-               for (int k : {1, 2}) {
-                 const Tensor& from = k == 1 ? g_h_n : g_c_n;
-                 const Tensor& state_grad = k == 1 ? dh : dc;
-                 if (state_grad.numel() == 0) continue;
-                 if (from.defined())
-                   copy_kernel(from, state_grad);
-                 else
-                   TG_KERNEL(dev, fill)(state_grad, 0.0);
-               }
-               if (!g_out.defined()) g_out = zeros({}, TensorOptions(dt).device(dev)).expand({steps, batch, hidden});
-               TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
-               for (int64_t s = steps - 1; s >= 0; --s) {
-                 const int64_t t = time(s);
-                 if (dh.numel() > 0) add_kernel(backend::BinaryOp::Add, dh, g_out_at.at(t), dh);
-                 const Tensor& c_prev = s == 0 ? c_init_ : c_prev_at.at(time(s - 1));
-                 const Tensor& dg = dgates_at.at(t);
-                 cell_back(gates_at.at(t), c_prev, c_new_at.at(t), dh, dc, dg, lens_, t);
-                 gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
-               }
-             }
-             if ((need_b_ih || need_b_hh) && recurrence == nullptr) {
-               Tensor db = column_sum(dgates.view({steps * batch, gates_width}));
-               db_ih = need_b_ih ? db : Tensor();
-               db_hh = need_b_hh ? db : Tensor();
-             }
-             // Under autocast the products below all read dgates in the low type: rounded once here
-             // rather than by each of them (on the CPU each rounding is a pass over T x B x 4H
-             // floats, a third of them by columns), and the float32 copy freed.
-             if (products != dt && dgates.numel() > 0) dgates = dgates.to(products);
-             Tensor dg2 = dgates.view({steps * batch, gates_width});
-             Tensor dx, dw_ih, dw_hh;
-             if (need_x) {
-               dx = empty_tensor({steps, batch, input_size}, dt, dev);
-               gemm_(dg2, sw_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
-             }
-             if (need_w_ih) {
-               dw_ih = empty_tensor({gates_width, input_size}, dt, dev);
-               gemm_(dg2.t(), sx.get().view({steps * batch, input_size}), dw_ih, 1.0, 0.0);
-             }
-             if (need_w_hh) {
-               // sum over t of dgates[t]^T h_prev(t): the step that started from h0 is one small GEMM,
-               // every other step read h_all at the neighbouring time (one large GEMM on views).
-               dw_hh = empty_tensor({gates_width, hidden}, dt, dev);
-               if (steps == 0) {
-                 gemm_(dg2.t(), h_all_.view({0, hidden}), dw_hh, 1.0, 0.0);  // k = 0: zeros
-               } else {
-                 gemm_(dgates.select(0, time(0)).t(), h_init_, dw_hh, 1.0, 0.0);
-                 if (steps > 1) {
-                   const int64_t rows = (steps - 1) * batch;
-                   Tensor dg_rest = dgates.narrow(0, reverse ? 0 : 1, steps - 1).view({rows, gates_width});
-                   Tensor h_rest = h_all_.narrow(0, reverse ? 1 : 0, steps - 1).view({rows, hidden});
-                   gemm_(dg_rest.t(), h_rest, dw_hh, 1.0, 1.0);
-                 }
-               }
-             }
-             return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
-           },
-           /*materialize_grads=*/false);
+    record(
+        "lstm", {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, {out.output, out.h_n, out.c_n},
+        [=](const std::vector<Tensor>& grads) {
+          Tensor h_all_ = sh.get(), c_all_ = sc.get(), gates_ = sgates.get(), lens_ = slens.get();
+          Tensor w_hh_ = sw_hh.get(), h_init_ = sh0.get();
+          const Device dev = gates_.device();
+          const DType dt = gates_.dtype();
+          // The weight gradients' products in the forward's precision too.
+          auto gemm_ = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+            gemm_as("lstm", products, a, b, out, alpha, beta);
+          };
+          auto cell_back = TG_KERNEL(dev, lstm_cell_backward);
+          auto add_kernel = TG_KERNEL(dev, binary);
+          auto copy_kernel = TG_KERNEL(dev, copy);
+          // An output nothing used arrives undefined (recorded with materialize_grads = false)
+          // and reads as zeros. g_out is read through its strides.
+          Tensor g_out = grads[0];
+          if (g_out.defined() && g_out.dtype() != dt) g_out = g_out.to(dt);
+          if (g_out.defined() && smask.defined()) g_out = mul(g_out, smask.get());  // padded outputs were constants
+          // The last state's gradients, read where they are (undefined: zeros).
+          Tensor g_h_n = grads[1].defined() && grads[1].dtype() != dt ? grads[1].to(dt) : grads[1];
+          Tensor g_c_n = grads[2].defined() && grads[2].dtype() != dt ? grads[2].to(dt) : grads[2];
+          // Running state gradients, ending as those of h0 and c0: fresh buffers, never the incoming tensors.
+          Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
+          Tensor dgates = empty_tensor(gates_.sizes(), dt, dev);  // [T, B, 4H], every step kept
+          auto time = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
+          Tensor c_init_ = sc0.get();
+          Tensor db_ih, db_hh;  // the bias gradient (both): the sum of dgates over steps and rows
+          auto recurrence = backend::kernels(dev).lstm_recurrence_backward;
+          if (recurrence != nullptr) {
+            if (need_b_ih) db_ih = empty_tensor({gates_width}, dt, dev);
+            if (need_b_hh) db_hh = empty_tensor({gates_width}, dt, dev);
+            recurrence(gates_, w_hh_.contiguous(), c_init_, c_all_, g_out, g_h_n, g_c_n, dh, dc, dgates, db_ih, db_hh,
+                       lens_, reverse, products);
+          } else {
+            for (int k : {1, 2}) {
+              const Tensor& from = k == 1 ? g_h_n : g_c_n;
+              const Tensor& state_grad = k == 1 ? dh : dc;
+              if (state_grad.numel() == 0) continue;
+              if (from.defined())
+                copy_kernel(from, state_grad);
+              else
+                TG_KERNEL(dev, fill)(state_grad, 0.0);
+            }
+            if (!g_out.defined()) g_out = zeros({}, TensorOptions(dt).device(dev)).expand({steps, batch, hidden});
+            TimeSlice g_out_at(g_out), c_prev_at(c_all_), c_new_at(c_all_), gates_at(gates_), dgates_at(dgates);
+            for (int64_t s = steps - 1; s >= 0; --s) {
+              const int64_t t = time(s);
+              if (dh.numel() > 0) add_kernel(backend::BinaryOp::Add, dh, g_out_at.at(t), dh);
+              const Tensor& c_prev = s == 0 ? c_init_ : c_prev_at.at(time(s - 1));
+              const Tensor& dg = dgates_at.at(t);
+              cell_back(gates_at.at(t), c_prev, c_new_at.at(t), dh, dc, dg, lens_, t);
+              gemm_(dg, w_hh_, dh, 1.0, 1.0);  // dh_prev += dgates @ W_hh
+            }
+          }
+          if ((need_b_ih || need_b_hh) && recurrence == nullptr) {
+            Tensor db = column_sum(dgates.view({steps * batch, gates_width}));
+            db_ih = need_b_ih ? db : Tensor();
+            db_hh = need_b_hh ? db : Tensor();
+          }
+          // Under autocast the products below all read dgates in the low type: rounded once here
+          // rather than by each of them (on the CPU each rounding is a pass over T x B x 4H
+          // floats, a third of them by columns), and the float32 copy freed.
+          if (products != dt && dgates.numel() > 0) dgates = dgates.to(products);
+          Tensor dg2 = dgates.view({steps * batch, gates_width});
+          Tensor dx, dw_ih, dw_hh;
+          if (need_x) {
+            dx = empty_tensor({steps, batch, input_size}, dt, dev);
+            gemm_(dg2, sw_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
+          }
+          if (need_w_ih) {
+            dw_ih = empty_tensor({gates_width, input_size}, dt, dev);
+            gemm_(dg2.t(), sx.get().view({steps * batch, input_size}), dw_ih, 1.0, 0.0);
+          }
+          if (need_w_hh) {
+            // sum over t of dgates[t]^T h_prev(t): the step that started from h0 is one small GEMM,
+            // every other step read h_all at the neighbouring time (one large GEMM on views).
+            dw_hh = empty_tensor({gates_width, hidden}, dt, dev);
+            if (steps == 0) {
+              gemm_(dg2.t(), h_all_.view({0, hidden}), dw_hh, 1.0, 0.0);  // k = 0: zeros
+            } else {
+              gemm_(dgates.select(0, time(0)).t(), h_init_, dw_hh, 1.0, 0.0);
+              if (steps > 1) {
+                const int64_t rows = (steps - 1) * batch;
+                Tensor dg_rest = dgates.narrow(0, reverse ? 0 : 1, steps - 1).view({rows, gates_width});
+                Tensor h_rest = h_all_.narrow(0, reverse ? 1 : 0, steps - 1).view({rows, hidden});
+                gemm_(dg_rest.t(), h_rest, dw_hh, 1.0, 1.0);
+              }
+            }
+          }
+          return std::vector<Tensor>{dx, need_h0 ? dh : Tensor(), need_c0 ? dc : Tensor(), dw_ih, dw_hh, db_ih, db_hh};
+        },
+        /*materialize_grads=*/false);
   }
   return out;
 }

@@ -29,8 +29,10 @@ struct StackSizes {
 StackSizes check_inputs(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
                         const CudnnLstmOptions& options) {
   check_defined(kOp, x, "input");
-  TG_CHECK(x.device().is_cuda(), kOp, ": the cuDNN LSTM needs CUDA tensors; use the default implementation on the CPU "
-           "(the input is on ", x.device(), ")");
+  TG_CHECK(x.device().is_cuda(), kOp,
+           ": the cuDNN LSTM needs CUDA tensors; use the default implementation on the CPU "
+           "(the input is on ",
+           x.device(), ")");
   TG_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64 || x.dtype() == kFloat16 || x.dtype() == kBFloat16, kOp,
            ": cuDNN's LSTM runs in float32, float64, float16 or bfloat16, got ", x.dtype());
   TG_CHECK(x.dim() == 3, kOp, ": input must be 3-D (", options.batch_first ? "[B, T, I]" : "[T, B, I]", "), got ",
@@ -91,7 +93,8 @@ StackSizes check_inputs(const Tensor& x, const Tensor& h0, const Tensor& c0, con
 // The lengths as the cuDNN kernels take them: int32 [B] on the CPU, T where none were given.
 Tensor host_lengths(const Tensor& lengths, const StackSizes& s) {
   if (!lengths.defined())
-    return tensor<int32_t>(std::vector<int32_t>(static_cast<size_t>(s.batch), static_cast<int32_t>(s.steps)), {s.batch});
+    return tensor<int32_t>(std::vector<int32_t>(static_cast<size_t>(s.batch), static_cast<int32_t>(s.steps)),
+                           {s.batch});
   TG_CHECK(lengths.dim() == 1 && lengths.size(0) == s.batch, kOp, ": lengths must be [", s.batch, "], got ",
            shape_str(lengths.sizes()));
   TG_CHECK(lengths.dtype() == kInt64 || lengths.dtype() == kInt32, kOp, ": lengths must be integers, got ",
@@ -158,7 +161,9 @@ void remember_space(CudnnWeightCache& cache, const std::vector<CudnnWeightCache:
 
 }  // namespace
 
-std::shared_ptr<CudnnWeightCache> make_cudnn_weight_cache() { return std::make_shared<CudnnWeightCache>(); }
+std::shared_ptr<CudnnWeightCache> make_cudnn_weight_cache() {
+  return std::make_shared<CudnnWeightCache>();
+}
 
 LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
                            const CudnnLstmOptions& options, const Tensor& lengths) {

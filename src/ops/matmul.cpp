@@ -88,8 +88,8 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
   check_floating("addmm", input);
   const DType products = autocast_products("addmm", a.device(), {&input, &a, &b});
   Shape shape{a.size(0), b.size(1)};
-  TG_CHECK(broadcast_shapes("addmm", input.sizes(), shape) == shape, "addmm: input of shape ",
-           shape_str(input.sizes()), " cannot be broadcast to ", shape_str(shape));
+  TG_CHECK(broadcast_shapes("addmm", input.sizes(), shape) == shape, "addmm: input of shape ", shape_str(input.sizes()),
+           " cannot be broadcast to ", shape_str(shape));
   Tensor out = empty_tensor(shape, products, a.device());
   if (beta != 0.0 && out.numel() > 0) TG_KERNEL(a.device(), copy)(expand_raw(input.detach(), shape), out);
   gemm_as("addmm", products, a, b, out, alpha, beta);  // accumulates onto the copied input

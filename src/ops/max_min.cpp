@@ -49,8 +49,12 @@ ValuesIndices extreme_along(ReduceOp op, const char* name, const Tensor& x, int6
 
 }  // namespace
 
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_along(ReduceOp::Max, "max", x, dim, keepdim); }
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_along(ReduceOp::Min, "min", x, dim, keepdim); }
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_along(ReduceOp::Max, "max", x, dim, keepdim);
+}
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_along(ReduceOp::Min, "min", x, dim, keepdim);
+}
 
 Tensor max(const Tensor& x) {
   check_defined("max", x);

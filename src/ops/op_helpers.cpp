@@ -1,10 +1,8 @@
 // Shared op helpers (see op_helpers.h).
 #include "ops/op_helpers.h"
 
-#include "tapegrad/amp/autocast.h"
-
 #include "backend/kernel_tensors.h"
-
+#include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/reduction.h"
 
@@ -120,7 +118,9 @@ std::optional<std::vector<Tensor>> autocast_float32(std::initializer_list<Tensor
   return out;
 }
 
-Tensor cast(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+Tensor cast(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : t.to(dtype);
+}
 
 void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
              double beta) {

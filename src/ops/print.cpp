@@ -55,8 +55,8 @@ bool shown(int64_t i, int64_t n, bool summarise) {
   return !summarise || n <= 2 * kEdgeItems || i < kEdgeItems || i >= n - kEdgeItems;
 }
 
-void print_dim(std::ostringstream& out, const std::vector<std::string>& items, const Shape& sizes,
-               const Shape& strides, size_t dim, int64_t offset, size_t width, bool summarise, int indent) {
+void print_dim(std::ostringstream& out, const std::vector<std::string>& items, const Shape& sizes, const Shape& strides,
+               size_t dim, int64_t offset, size_t width, bool summarise, int indent) {
   if (dim == sizes.size()) {
     const std::string& s = items[static_cast<size_t>(offset)];
     out << std::string(width > s.size() ? width - s.size() : 0, ' ') << s;
@@ -111,6 +111,8 @@ std::string Tensor::str() const {
   return out.str();
 }
 
-std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out << tensor.str(); }
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor) {
+  return out << tensor.str();
+}
 
 }  // namespace tapegrad

@@ -32,9 +32,12 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Shape& dims, bo
   if (adjacent) {
     plan.input = input.contiguous();
     for (int64_t d = 0; d < ndim; ++d) {
-      if (d < first) plan.outer *= x.size(d);
-      else if (d <= last) plan.reduced *= x.size(d);
-      else plan.inner *= x.size(d);
+      if (d < first)
+        plan.outer *= x.size(d);
+      else if (d <= last)
+        plan.reduced *= x.size(d);
+      else
+        plan.inner *= x.size(d);
     }
     return plan;
   }

@@ -39,7 +39,11 @@ Tensor softmax_any_dim(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_any_dim(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_any_dim(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_any_dim(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_any_dim(x, dim, true);
+}
 
 }  // namespace tapegrad

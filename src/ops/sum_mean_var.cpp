@@ -41,16 +41,22 @@ Tensor sum_or_mean(ReduceOp op, const char* name, const Tensor& x, const Shape& 
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return sum_or_mean(ReduceOp::Sum, "sum", x, {}, false); }
+Tensor sum(const Tensor& x) {
+  return sum_or_mean(ReduceOp::Sum, "sum", x, {}, false);
+}
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   return sum_or_mean(ReduceOp::Sum, "sum", x, dims, keepdim);
 }
-Tensor mean(const Tensor& x) { return sum_or_mean(ReduceOp::Mean, "mean", x, {}, false); }
+Tensor mean(const Tensor& x) {
+  return sum_or_mean(ReduceOp::Mean, "mean", x, {}, false);
+}
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return sum_or_mean(ReduceOp::Mean, "mean", x, dims, keepdim);
 }
 
-Tensor var(const Tensor& x, double correction) { return var(x, {}, correction, false); }
+Tensor var(const Tensor& x, double correction) {
+  return var(x, {}, correction, false);
+}
 
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
   if (auto f = autocast_float32({x})) return var((*f)[0], dims, correction, keepdim);

@@ -36,8 +36,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x, Scalars<double> scalars = {}) {
       Tensor y_value = saved_y.defined() ? saved_y.get() : g[0];  // unused slots get any same-shaped tensor
       Tensor x_value = saved_x.defined() ? saved_x.get() : (reads == BackwardReads::ResultAsInput ? y_value : g[0]);
       Tensor grad_x = empty_tensor(g[0].sizes(), g[0].dtype(), g[0].device());
-      if (grad_x.numel() > 0)
-        TG_KERNEL(g[0].device(), unary_backward)(op, scalars, g[0], x_value, y_value, grad_x);
+      if (grad_x.numel() > 0) TG_KERNEL(g[0].device(), unary_backward)(op, scalars, g[0], x_value, y_value, grad_x);
       return std::vector<Tensor>{grad_x};
     });
   }
@@ -50,17 +49,39 @@ void check_finite(const char* op, const char* parameter, double value) {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x); }
-Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, x); }
-Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
-Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::Gelu, x); }
-Tensor square(const Tensor& x) { return unary_op(UnaryOp::Square, x); }
+Tensor neg(const Tensor& x) {
+  return unary_op(UnaryOp::Neg, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary_op(UnaryOp::Abs, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary_op(UnaryOp::Exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary_op(UnaryOp::Log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Rsqrt, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op(UnaryOp::Tanh, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(UnaryOp::Sigmoid, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary_op(UnaryOp::Relu, x);
+}
+Tensor gelu(const Tensor& x) {
+  return unary_op(UnaryOp::Gelu, x);
+}
+Tensor square(const Tensor& x) {
+  return unary_op(UnaryOp::Square, x);
+}
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   check_finite("leaky_relu", "negative_slope", negative_slope);

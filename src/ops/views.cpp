@@ -35,8 +35,8 @@ Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
              " elements");
     out[infer_at] = numel / known;
   }
-  TG_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(requested), " is invalid for an input of ", numel, " elements",
-           " elements");
+  TG_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(requested), " is invalid for an input of ", numel,
+           " elements", " elements");
   return out;
 }
 
@@ -51,8 +51,7 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = static_cast<int64_t>(sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= sizes[tensor_d];
-    if (tensor_d == 0 ||
-        (sizes[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 || (sizes[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
         result[view_d] = view_numel * chunk_base_stride;
         view_numel *= shape[view_d];
@@ -80,9 +79,8 @@ Tensor Tensor::view(const Shape& requested) const {
   Tensor out = make_view(*this, shape, *strides, storage_offset());
   if (any_requires_grad({*this})) {
     Shape in_shape = sizes();
-    record("view", {*this}, {out}, [in_shape](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0].reshape(in_shape)};
-    });
+    record("view", {*this}, {out},
+           [in_shape](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].reshape(in_shape)}; });
   }
   return out;
 }
@@ -121,9 +119,8 @@ Tensor Tensor::permute(const Shape& dims) const {
   if (any_requires_grad({*this})) {
     Shape inverse(order.size());
     for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
-    record("permute", {*this}, {out}, [inverse](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0].permute(inverse)};
-    });
+    record("permute", {*this}, {out},
+           [inverse](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].permute(inverse)}; });
   }
   return out;
 }
@@ -244,7 +241,8 @@ Tensor Tensor::expand(const Shape& requested) const {
     }
     int64_t have = size(i - lead);
     if (want == -1) want = have;
-    TG_CHECK(want >= 0, "expand: negative size ", want, " in ", shape_str(requested), " (only -1, keep the size, is allowed)");
+    TG_CHECK(want >= 0, "expand: negative size ", want, " in ", shape_str(requested),
+             " (only -1, keep the size, is allowed)");
     TG_CHECK(have == want || have == 1, "expand: cannot expand ", shape_str(sizes()), " to ", shape_str(requested),
              " (dim ", i, ": ", have, " to ", want, ")");
     shape[i] = want;
@@ -254,13 +252,14 @@ Tensor Tensor::expand(const Shape& requested) const {
   Tensor out = make_view(*this, shape, st, storage_offset());
   if (any_requires_grad({*this})) {
     Shape in_shape = sizes();
-    record("expand", {*this}, {out}, [in_shape](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{sum_to(g[0], in_shape)};
-    });
+    record("expand", {*this}, {out},
+           [in_shape](const std::vector<Tensor>& g) { return std::vector<Tensor>{sum_to(g[0], in_shape)}; });
   }
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 }  // namespace tapegrad

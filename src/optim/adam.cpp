@@ -117,8 +117,10 @@ void Adam::step() {
     f.exp_avg = follow_parameter(s.exp_avg, p, name, i, "exp_avg");
     f.exp_avg_sq = follow_parameter(s.exp_avg_sq, p, name, i, "exp_avg_sq");
     f.max_exp_avg_sq = follow_parameter(s.max_exp_avg_sq, p, name, i, "max_exp_avg_sq");
-    if (s.step_count.defined() && s.step_count.device() != p.device()) f.step_count = s.step_count.to(p.device());
-    else f.step_count = s.step_count;
+    if (s.step_count.defined() && s.step_count.device() != p.device())
+      f.step_count = s.step_count.to(p.device());
+    else
+      f.step_count = s.step_count;
     TG_CHECK(!capturing || (f.exp_avg.defined() && f.step_count.defined()), name, ": parameter ", i,
              " has no state yet, and a captured step cannot create it (a replay would create it again); run a "
              "warm-up step before capturing");
@@ -177,7 +179,7 @@ StateDict Adam::param_state_dict() const {
     std::string prefix = std::to_string(i) + ".";
     // Capturable: the device's count, which graph replays advanced without the host knowing.
     state.emplace_back(prefix + "step", s.step_count.defined() ? s.step_count.to(kCPU).clone()
-                                                                : full({}, static_cast<double>(s.step), kFloat32));
+                                                               : full({}, static_cast<double>(s.step), kFloat32));
     state.emplace_back(prefix + "exp_avg", s.exp_avg);
     state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq);
     if (s.max_exp_avg_sq.defined()) state.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq);
@@ -221,8 +223,8 @@ void Adam::load_param_state(const StateDict& entries, const std::vector<ParamGro
   if (options_.capturable_) {
     for (size_t k = 0; k < loaded.size(); ++k)
       if (loaded[k].exp_avg.defined())
-        loaded[k].step_count = full({}, static_cast<double>(loaded[k].step),
-                                    TensorOptions().dtype(kFloat32).device(params_[k].device()));
+        loaded[k].step_count =
+            full({}, static_cast<double>(loaded[k].step), TensorOptions().dtype(kFloat32).device(params_[k].device()));
   }
   state_ = loaded;
 }

@@ -18,7 +18,9 @@ using nlohmann::json;
 constexpr int kCpuPid = 0;
 constexpr int kCudaPid = 1;
 
-double to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+double to_us(int64_t ns) {
+  return static_cast<double>(ns) / 1000.0;
+}
 
 json metadata(const char* what, int pid, int tid, const std::string& name) {
   return json{{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
@@ -73,8 +75,9 @@ std::string Profiler::chrome_trace_json() const {
       const int tid = static_cast<int>(streams.size());
       stream = streams.emplace(key, tid).first;
       if (tid == 0) trace.push_back(metadata("process_name", kCudaPid, 0, "CUDA"));
-      trace.push_back(metadata("thread_name", kCudaPid, tid,
-                               e.device.str() + (e.cuda_stream == 0 ? " default stream" : " stream " + std::to_string(tid))));
+      trace.push_back(
+          metadata("thread_name", kCudaPid, tid,
+                   e.device.str() + (e.cuda_stream == 0 ? " default stream" : " stream " + std::to_string(tid))));
     }
     trace.push_back(json{{"ph", "X"},
                          {"cat", "cuda_kernel"},
@@ -84,10 +87,21 @@ std::string Profiler::chrome_trace_json() const {
                          {"ts", to_us(e.cuda_start_ns)},
                          {"dur", to_us(e.cuda_duration_ns())},
                          {"args", {{"Device", e.device.str()}, {"Launch id", e.id}}}});
-    trace.push_back(json{{"ph", "s"}, {"cat", "launch"}, {"name", "launch"}, {"id", e.id}, {"pid", kCpuPid},
-                         {"tid", e.thread}, {"ts", to_us(e.start_ns)}});
-    trace.push_back(json{{"ph", "f"}, {"bp", "e"}, {"cat", "launch"}, {"name", "launch"}, {"id", e.id},
-                         {"pid", kCudaPid}, {"tid", stream->second}, {"ts", to_us(e.cuda_start_ns)}});
+    trace.push_back(json{{"ph", "s"},
+                         {"cat", "launch"},
+                         {"name", "launch"},
+                         {"id", e.id},
+                         {"pid", kCpuPid},
+                         {"tid", e.thread},
+                         {"ts", to_us(e.start_ns)}});
+    trace.push_back(json{{"ph", "f"},
+                         {"bp", "e"},
+                         {"cat", "launch"},
+                         {"name", "launch"},
+                         {"id", e.id},
+                         {"pid", kCudaPid},
+                         {"tid", stream->second},
+                         {"ts", to_us(e.cuda_start_ns)}});
   }
   for (const MemorySample& m : memory_)
     trace.push_back(json{{"ph", "C"},

@@ -22,9 +22,12 @@ std::string shapes_string(const ProfilerEvent& e) {
 // As PyTorch prints times: "812.000us", "3.104ms", "1.250s".
 std::string format_time(double ns) {
   char buf[32];
-  if (ns >= 1e9) std::snprintf(buf, sizeof buf, "%.3fs", ns / 1e9);
-  else if (ns >= 1e6) std::snprintf(buf, sizeof buf, "%.3fms", ns / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.3fus", ns / 1e3);
+  if (ns >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.3fs", ns / 1e9);
+  else if (ns >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3fms", ns / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.3fus", ns / 1e3);
   return buf;
 }
 
@@ -38,10 +41,14 @@ std::string format_percent(double part, double whole) {
 std::string format_memory(int64_t bytes) {
   char buf[32];
   const double b = static_cast<double>(bytes), a = std::abs(b);
-  if (a >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f Gb", b / (1024.0 * 1024 * 1024));
-  else if (a >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f Mb", b / (1024.0 * 1024));
-  else if (a >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f Kb", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld b", static_cast<long long>(bytes));
+  if (a >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f Gb", b / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f Mb", b / (1024.0 * 1024));
+  else if (a >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.2f Kb", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%lld b", static_cast<long long>(bytes));
   return buf;
 }
 
@@ -119,12 +126,18 @@ std::vector<KeyAverage> KeyAverages::sorted(SortBy sort_by) const {
   std::vector<KeyAverage> rows = rows_;
   auto value = [sort_by](const KeyAverage& r) -> int64_t {
     switch (sort_by) {
-      case SortBy::SelfCpu: return r.self_cpu_ns;
-      case SortBy::CpuTotal: return r.cpu_total_ns;
-      case SortBy::CudaTotal: return r.cuda_total_ns;
-      case SortBy::Calls: return r.calls;
-      case SortBy::SelfMemory: return r.self_memory_bytes;
-      case SortBy::Name: return 0;
+      case SortBy::SelfCpu:
+        return r.self_cpu_ns;
+      case SortBy::CpuTotal:
+        return r.cpu_total_ns;
+      case SortBy::CudaTotal:
+        return r.cuda_total_ns;
+      case SortBy::Calls:
+        return r.calls;
+      case SortBy::SelfMemory:
+        return r.self_memory_bytes;
+      case SortBy::Name:
+        return 0;
     }
     return 0;
   };
@@ -145,14 +158,17 @@ std::string KeyAverages::table(SortBy sort_by, size_t row_limit) const {
   if (by_shape_) header.push_back("Input Shapes");
   std::vector<std::vector<std::string>> cells;
   for (const KeyAverage& r : rows) {
-    std::vector<std::string> line = {r.name,
-                                     format_percent(static_cast<double>(r.self_cpu_ns), static_cast<double>(self_cpu_sum_ns_)),
-                                     format_time(static_cast<double>(r.self_cpu_ns)),
-                                     format_percent(static_cast<double>(r.cpu_total_ns), static_cast<double>(self_cpu_sum_ns_)),
-                                     format_time(static_cast<double>(r.cpu_total_ns)),
-                                     format_time(r.cpu_average_ns())};
-    if (any_cuda_) line.insert(line.end(), {format_time(static_cast<double>(r.cuda_total_ns)), format_time(r.cuda_average_ns())});
-    line.insert(line.end(), {format_memory(r.self_memory_bytes), format_memory(r.total_memory_bytes), std::to_string(r.calls)});
+    std::vector<std::string> line = {
+        r.name,
+        format_percent(static_cast<double>(r.self_cpu_ns), static_cast<double>(self_cpu_sum_ns_)),
+        format_time(static_cast<double>(r.self_cpu_ns)),
+        format_percent(static_cast<double>(r.cpu_total_ns), static_cast<double>(self_cpu_sum_ns_)),
+        format_time(static_cast<double>(r.cpu_total_ns)),
+        format_time(r.cpu_average_ns())};
+    if (any_cuda_)
+      line.insert(line.end(), {format_time(static_cast<double>(r.cuda_total_ns)), format_time(r.cuda_average_ns())});
+    line.insert(line.end(),
+                {format_memory(r.self_memory_bytes), format_memory(r.total_memory_bytes), std::to_string(r.calls)});
     if (by_shape_) line.push_back(r.input_shapes);
     cells.push_back(std::move(line));
   }

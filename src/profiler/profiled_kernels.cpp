@@ -21,25 +21,37 @@ using profiler::ProfilerEvent;
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "reduce";
 }
 
 // The event name: the op for enum-dispatched slots ("relu", and "relu_backward" for the
 // unary_backward slot), else the slot's own name.
-const char* op_name(UnaryOp op) { return unary_op_name(op); }
-const char* op_name(BinaryOp op) { return binary_op_name(op); }
-const char* op_name(CompareOp op) { return compare_op_name(op); }
-const char* op_name(ReduceOp op) { return reduce_op_name(op); }
+const char* op_name(UnaryOp op) {
+  return unary_op_name(op);
+}
+const char* op_name(BinaryOp op) {
+  return binary_op_name(op);
+}
+const char* op_name(CompareOp op) {
+  return compare_op_name(op);
+}
+const char* op_name(ReduceOp op) {
+  return reduce_op_name(op);
+}
 
 template <typename First, typename... Rest>
 std::string event_name(const char* slot, const First& first, const Rest&...) {
-  if constexpr (std::is_same_v<First, UnaryOp> || std::is_same_v<First, BinaryOp> ||
-                std::is_same_v<First, CompareOp> || std::is_same_v<First, ReduceOp>) {
+  if constexpr (std::is_same_v<First, UnaryOp> || std::is_same_v<First, BinaryOp> || std::is_same_v<First, CompareOp> ||
+                std::is_same_v<First, ReduceOp>) {
     const std::string_view s(slot);
     const bool backward = s.size() > 9 && s.substr(s.size() - 9) == "_backward";
     return backward ? std::string(op_name(first)) + "_backward" : std::string(op_name(first));
@@ -47,7 +59,9 @@ std::string event_name(const char* slot, const First& first, const Rest&...) {
     return slot;
   }
 }
-[[maybe_unused]] std::string event_name(const char* slot) { return slot; }  // a slot without arguments
+[[maybe_unused]] std::string event_name(const char* slot) {
+  return slot;
+}  // a slot without arguments
 
 // Tensor arguments give the event its shapes, dtypes and device; others are not recorded.
 template <typename T>

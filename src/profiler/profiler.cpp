@@ -10,9 +10,12 @@ namespace tapegrad::profiler {
 
 const char* event_kind_name(EventKind kind) {
   switch (kind) {
-    case EventKind::Kernel: return "kernel";
-    case EventKind::Autograd: return "autograd";
-    case EventKind::Range: return "range";
+    case EventKind::Kernel:
+      return "kernel";
+    case EventKind::Autograd:
+      return "autograd";
+    case EventKind::Range:
+      return "range";
   }
   return "?";
 }

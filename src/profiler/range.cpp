@@ -5,8 +5,12 @@
 
 namespace tapegrad::profiler {
 
-Range::Range(const std::string& name) { open(name.c_str()); }
-Range::Range(const char* name) { open(name); }
+Range::Range(const std::string& name) {
+  open(name.c_str());
+}
+Range::Range(const char* name) {
+  open(name);
+}
 
 void Range::open(const char* name) {
   detail::nvtx_push(name);

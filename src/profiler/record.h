@@ -19,7 +19,9 @@
 namespace tapegrad::profiler::detail {
 
 extern std::atomic<bool> g_active;
-inline bool active() { return g_active.load(std::memory_order_relaxed); }
+inline bool active() {
+  return g_active.load(std::memory_order_relaxed);
+}
 
 // What the running session records (valid while active()).
 const ProfilerOptions& session_options();

@@ -22,7 +22,9 @@ int64_t steady_ns() {
       .count();
 }
 
-int device_key(Device d) { return static_cast<int>(d.kind()) * 4096 + d.index(); }
+int device_key(Device d) {
+  return static_cast<int>(d.kind()) * 4096 + d.index();
+}
 
 struct PendingCuda {
   int64_t event_id;
@@ -93,7 +95,9 @@ int64_t allocator_bytes(Device d) {
 
 }  // namespace
 
-const ProfilerOptions& session_options() { return session().options; }
+const ProfilerOptions& session_options() {
+  return session().options;
+}
 
 int64_t open_event(std::string name, EventKind kind) {
   if (!g_active.load(std::memory_order_acquire)) return -1;
@@ -142,8 +146,10 @@ void note_memory_unchecked(Device device, int64_t delta, const void* ptr) {
   if (!s.options.profile_memory) return;
   ThreadState* t = thread_state();
   if (!t->stack.empty()) {
-    if (delta > 0) t->stack.back().self_allocated_bytes += delta;
-    else t->stack.back().self_freed_bytes -= delta;
+    if (delta > 0)
+      t->stack.back().self_allocated_bytes += delta;
+    else
+      t->stack.back().self_freed_bytes -= delta;
   }
   if (ptr != nullptr) {
     if (delta > 0) {
@@ -295,9 +301,8 @@ SessionResult end_session(int64_t id) {
     if (a.thread != b.thread) return a.thread < b.thread;
     return a.depth < b.depth;
   });
-  std::sort(result.devices.begin(), result.devices.end(), [](const DeviceMemory& a, const DeviceMemory& b) {
-    return device_key(a.device) < device_key(b.device);
-  });
+  std::sort(result.devices.begin(), result.devices.end(),
+            [](const DeviceMemory& a, const DeviceMemory& b) { return device_key(a.device) < device_key(b.device); });
   return result;
 }
 

@@ -7,8 +7,8 @@
 int main() {
   using namespace tapegrad;
   Generator generator(7);
-  nn::Sequential model({std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(),
-                        std::make_shared<nn::Linear>(16, 3)});
+  nn::Sequential model(
+      {std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3)});
   Tensor x = randn({64, 8}, TensorOptions(), &generator);
   Tensor y = argmax(matmul(x, randn({8, 3}, TensorOptions(), &generator)), 1);  // a learnable labelling
   optim::Adam opt(model.parameters(), optim::AdamOptions(1e-2));

@@ -7,8 +7,12 @@ namespace tapegrad::testing {
 namespace {
 std::shared_ptr<distributed::ProcessGroup> g_world;
 }
-distributed::ProcessGroup& world() { return *g_world; }
-std::shared_ptr<distributed::ProcessGroup> world_ptr() { return g_world; }
+distributed::ProcessGroup& world() {
+  return *g_world;
+}
+std::shared_ptr<distributed::ProcessGroup> world_ptr() {
+  return g_world;
+}
 }  // namespace tapegrad::testing
 
 int main(int argc, char** argv) {

@@ -176,9 +176,8 @@ TEST(DistributedDDP, AllReducesStartBeforeBackwardEnds) {
     std::atomic<int64_t> last_grad{0};
     std::vector<autograd::RemovableHandle> handles;
     for (const Tensor& p : model->parameters())
-      handles.push_back(autograd::register_post_accumulate_grad_hook(p, [&](const Tensor&) {
-        last_grad = std::chrono::steady_clock::now().time_since_epoch().count();
-      }));
+      handles.push_back(autograd::register_post_accumulate_grad_hook(
+          p, [&](const Tensor&) { last_grad = std::chrono::steady_clock::now().time_since_epoch().count(); }));
     DistributedDataParallel ddp(model, world_ptr(), DDPOptions().bucket_cap_mb(cap_mb));
     Generator data(77 + uint64_t(r));
     Tensor x = randn({512, 1024}, kFloat32, &data);
@@ -186,8 +185,8 @@ TEST(DistributedDDP, AllReducesStartBeforeBackwardEnds) {
     cross_entropy(ddp.forward(x), y).backward();
     auto timings = ddp.last_bucket_timings();
     EXPECT_EQ(timings.size(), ddp.bucket_parameter_names().size());
-    return std::make_pair(timings.front(), std::chrono::steady_clock::time_point(
-                                               std::chrono::steady_clock::duration(last_grad.load())));
+    return std::make_pair(timings.front(),
+                          std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_grad.load())));
   };
   // One bucket per parameter: the last layer's bucket is queued, and its all-reduce starts, while
   // backward is still computing the earlier layers' gradients.
@@ -214,8 +213,8 @@ TEST(DistributedDDP, TiedParametersAreReducedOnce) {
   };
   auto model = make(20 + uint64_t(r));
   DistributedDataParallel ddp(model, world_ptr());
-  EXPECT_EQ(ddp.bucket_parameter_names(), (std::vector<std::vector<std::string>>{{"4.bias", "4.weight", "0.bias",
-                                                                                   "0.weight"}}));
+  EXPECT_EQ(ddp.bucket_parameter_names(),
+            (std::vector<std::vector<std::string>>{{"4.bias", "4.weight", "0.bias", "0.weight"}}));
   optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
   auto reference = make(20);
   optim::Adam ropt(reference->parameters(), optim::AdamOptions(1e-2));
@@ -270,8 +269,8 @@ TEST(DistributedDDP, UnusedParametersWithFindUnused) {
       ref_loss = ref_loss.defined() ? ref_loss + l : l;
     }
     ref_loss.backward();
-    for (auto [mine_p, ref_p] : {std::make_pair(model->a->weight, reference->a->weight),
-                                 std::make_pair(model->b->bias, reference->b->bias)}) {
+    for (auto [mine_p, ref_p] :
+         {std::make_pair(model->a->weight, reference->a->weight), std::make_pair(model->b->bias, reference->b->bias)}) {
       std::vector<double> u = testing::values(mine_p.grad()), v = testing::values(ref_p.grad());
       for (size_t k = 0; k < u.size(); ++k) EXPECT_NEAR(u[k], v[k], 1e-12);
     }
@@ -294,7 +293,8 @@ TEST(DistributedDDP, UnusedParameterWithoutFindUnusedIsAClearError) {
     loss.backward();
   };
   step();  // c gets no gradient: its bucket never completes (the same on every rank)
-  testing::expect_error(step, {"DistributedDataParallel", "no gradient for c.weight, c.bias", "find_unused_parameters"});
+  testing::expect_error(step,
+                        {"DistributedDataParallel", "no gradient for c.weight, c.bias", "find_unused_parameters"});
 }
 
 TEST(DistributedDDP, ARankThatSkipsABackwardFailsOnEveryRank) {
@@ -353,9 +353,9 @@ TEST(DistributedDDP, ClipGradNormAfterTheReductionMatchesOneProcess) {
 
 TEST(DistributedDDP, MismatchedModelsAreAnErrorOnEveryRankAtConstruction) {
   const int r = world().rank();
-  testing::expect_error([&] { DistributedDataParallel ddp(make_mlp(10, r == 1 ? 17 : 16), world_ptr()); },
-                        {"DistributedDataParallel", "parameter 0.weight", "float64 [16, 6] on rank 0",
-                         "float64 [17, 6] on rank 1"});
+  testing::expect_error(
+      [&] { DistributedDataParallel ddp(make_mlp(10, r == 1 ? 17 : 16), world_ptr()); },
+      {"DistributedDataParallel", "parameter 0.weight", "float64 [16, 6] on rank 0", "float64 [17, 6] on rank 1"});
   testing::expect_error(
       [&] {
         std::shared_ptr<nn::Module> m = make_mlp(10);
@@ -372,8 +372,11 @@ TEST(DistributedDDP, MismatchedModelsAreAnErrorOnEveryRankAtConstruction) {
 
 TEST(DistributedDDP, ForwardNeedsAUnaryModule) {
   DistributedDataParallel ddp(std::make_shared<Branchy>(3), world_ptr());
-  testing::expect_error([&] { ddp.forward(zeros({1, 6}, kFloat64)); }, {"DistributedDataParallel::forward", "Branchy",
-                                                                         "prepare_for_backward"});
+  testing::expect_error(
+      [&] {
+        ddp.forward(zeros({1, 6}, kFloat64));
+      },
+      {"DistributedDataParallel::forward", "Branchy", "prepare_for_backward"});
 }
 
 }  // namespace

@@ -79,8 +79,12 @@ void run(bool accumulate) {
   expect_same_weights(*model, *reference, 1e-10);
 }
 
-TEST(DistributedDDPLstm, MatchesOneProcessOnTheConcatenatedBatch) { run(false); }
-TEST(DistributedDDPLstm, NoSyncAccumulationMatchesOneProcess) { run(true); }
+TEST(DistributedDDPLstm, MatchesOneProcessOnTheConcatenatedBatch) {
+  run(false);
+}
+TEST(DistributedDDPLstm, NoSyncAccumulationMatchesOneProcess) {
+  run(true);
+}
 
 }  // namespace
 }  // namespace tapegrad

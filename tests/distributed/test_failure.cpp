@@ -49,7 +49,8 @@ TEST(DistributedFailure, DdpBackwardFailsWhenARankThrowsInForward) {
   } else {
     testing::expect_error([&] { ddp.forward(good).sum().backward(); },
                           {"DistributedDataParallel", "all-reduce of bucket 0", "did not finish within 1500 ms"});
-    testing::expect_error([&] { ddp.forward(good).sum().backward(); }, {"DistributedDataParallel", "can no longer be used"});
+    testing::expect_error([&] { ddp.forward(good).sum().backward(); },
+                          {"DistributedDataParallel", "can no longer be used"});
   }
   world().barrier();
 }

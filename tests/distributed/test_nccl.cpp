@@ -9,13 +9,18 @@ using distributed::ReduceOp;
 using testing::world;
 
 bool skip_reason(std::string& why) {
-  if (!distributed::is_nccl_available()) why = "this build has no NCCL";
-  else if (!cuda::is_available()) why = "no CUDA device";
-  else if (cuda::device_count() < world().local_size()) why = "fewer GPUs than ranks on this machine";
+  if (!distributed::is_nccl_available())
+    why = "this build has no NCCL";
+  else if (!cuda::is_available())
+    why = "no CUDA device";
+  else if (cuda::device_count() < world().local_size())
+    why = "fewer GPUs than ranks on this machine";
   return !why.empty();
 }
 
-Device my_gpu() { return Device(DeviceKind::CUDA, world().local_rank() % cuda::device_count()); }
+Device my_gpu() {
+  return Device(DeviceKind::CUDA, world().local_rank() % cuda::device_count());
+}
 
 TEST(ProcessGroupNccl, AllReduceBroadcastGatherScatterMatchTheCpu) {
   std::string why;

@@ -171,16 +171,18 @@ TEST(ProcessGroupErrors, MismatchedShapesAcrossRanksFailOnEveryRank) {
   auto& g = world();
   // Rank 1 passes 5 elements where the others pass 4: every rank gets the same clear error.
   Tensor t = zeros({g.rank() == 1 ? 5 : 4});
-  testing::expect_error([&] { g.all_reduce(t); },
-                        {"all_reduce", "float32 [4] on rank 0 but float32 [5] on rank 1"});
+  testing::expect_error([&] { g.all_reduce(t); }, {"all_reduce", "float32 [4] on rank 0 but float32 [5] on rank 1"});
   Tensor d = zeros({4}, g.rank() == 1 ? kFloat64 : kFloat32);
   testing::expect_error([&] { g.broadcast(d, 0); }, {"broadcast", "float32 [4] on rank 0 but float64 [4] on rank 1"});
   testing::expect_error([&] { g.all_reduce(zeros({3}), g.rank() == 1 ? ReduceOp::Max : ReduceOp::Sum); },
                         {"all_reduce", "reduce op sum on rank 0 but max on rank 1"});
   testing::expect_error([&] { g.broadcast(zeros({3}), g.rank() == 1 ? 1 : 0); },
                         {"broadcast", "root 0 on rank 0 but 1 on rank 1"});
-  testing::expect_error([&] { g.all_gather(zeros({2, g.rank() == 1 ? 4 : 3})); },
-                        {"all_gather", "same sizes after dim 0"});
+  testing::expect_error(
+      [&] {
+        g.all_gather(zeros({2, g.rank() == 1 ? 4 : 3}));
+      },
+      {"all_gather", "same sizes after dim 0"});
   testing::expect_error(
       [&] {
         if (g.rank() == 1) {

@@ -26,14 +26,22 @@ class Bytes {
   // A size drawn mostly from the edges: 0, 1, small, powers of two near 2^31/2^62, -1, INT64_MIN, any.
   int64_t size() {
     switch (u8() % 8) {
-      case 0: return u8() % 4;
-      case 1: return u8();
-      case 2: return int64_t{1} << (u8() % 63);
-      case 3: return (int64_t{1} << (u8() % 63)) - 1;
-      case 4: return -static_cast<int64_t>(u8() % 3) - 1;
-      case 5: return INT64_MIN;
-      case 6: return INT64_MAX - (u8() % 4);
-      default: return i64();
+      case 0:
+        return u8() % 4;
+      case 1:
+        return u8();
+      case 2:
+        return int64_t{1} << (u8() % 63);
+      case 3:
+        return (int64_t{1} << (u8() % 63)) - 1;
+      case 4:
+        return -static_cast<int64_t>(u8() % 3) - 1;
+      case 5:
+        return INT64_MIN;
+      case 6:
+        return INT64_MAX - (u8() % 4);
+      default:
+        return i64();
     }
   }
 
@@ -88,13 +96,27 @@ inline std::string run(const uint8_t* data, size_t size) {
   try {
     Tensor t;
     switch (op) {
-      case 0: t = empty(sizes, dtype); break;
-      case 1: t = zeros(sizes, dtype); break;
-      case 2: t = ones(sizes, dtype); break;
-      case 3: t = full(sizes, 7.0, dtype); break;
-      case 4: t = randint(-5, 5, sizes, dtype); break;
-      case 5: t = rand(sizes, dtype); break;
-      case 6: t = randn(sizes, dtype); break;
+      case 0:
+        t = empty(sizes, dtype);
+        break;
+      case 1:
+        t = zeros(sizes, dtype);
+        break;
+      case 2:
+        t = ones(sizes, dtype);
+        break;
+      case 3:
+        t = full(sizes, 7.0, dtype);
+        break;
+      case 4:
+        t = randint(-5, 5, sizes, dtype);
+        break;
+      case 5:
+        t = rand(sizes, dtype);
+        break;
+      case 6:
+        t = randn(sizes, dtype);
+        break;
       case 7: {  // a free view of one element: only the element count must be countable
         if (sizes.empty()) sizes = {1};
         want = sizes;

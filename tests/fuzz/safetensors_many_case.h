@@ -19,8 +19,9 @@ inline std::string le64(uint64_t n) {
 inline std::string build(const uint8_t* data, size_t size) {
   size_t pos = 0;
   auto next = [&]() -> uint8_t { return pos < size ? data[pos++] : 0; };
-  const uint32_t count = (static_cast<uint32_t>(next()) | static_cast<uint32_t>(next()) << 8 |
-                          static_cast<uint32_t>(next()) << 16) % 100001;
+  const uint32_t count =
+      (static_cast<uint32_t>(next()) | static_cast<uint32_t>(next()) << 8 | static_cast<uint32_t>(next()) << 16) %
+      100001;
   const uint8_t mode = next();
   // The rest of the input is the alphabet of the names (kept to JSON-safe characters).
   std::string alphabet;

@@ -53,15 +53,21 @@ inline Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = 
   return tensor<double>(v, shape, TensorOptions(dt));
 }
 
-inline Tensor make_i64(const std::vector<int64_t>& v, const Shape& shape = {}) { return tensor<int64_t>(v, shape); }
-inline Tensor make_i32(const std::vector<int32_t>& v, const Shape& shape = {}) { return tensor<int32_t>(v, shape); }
+inline Tensor make_i64(const std::vector<int64_t>& v, const Shape& shape = {}) {
+  return tensor<int64_t>(v, shape);
+}
+inline Tensor make_i32(const std::vector<int32_t>& v, const Shape& shape = {}) {
+  return tensor<int32_t>(v, shape);
+}
 
-inline double tol_for(DType dt) { return dt == kFloat32 ? 3e-6 : 1e-12; }
+inline double tol_for(DType dt) {
+  return dt == kFloat32 ? 3e-6 : 1e-12;
+}
 
 // Compares a tensor's values with a reference: |got - want| <= atol + rtol |want|; NaN must match NaN
 // and infinities must match exactly. Stops after a few reported mismatches.
 inline void expect_values(const Tensor& t, const std::vector<double>& want, double rtol = 1e-12, double atol = 1e-12,
-                   const std::string& what = "") {
+                          const std::string& what = "") {
   std::vector<double> got = values(t);
   ASSERT_EQ(got.size(), want.size()) << what;
   int reported = 0;
@@ -121,7 +127,7 @@ inline std::vector<double> broadcast_to_ref(const std::vector<double>& v, const 
 }
 
 inline std::vector<double> binary_ref(const std::vector<double>& a, const Shape& as, const std::vector<double>& b,
-                               const Shape& bs, const std::function<double(double, double)>& f) {
+                                      const Shape& bs, const std::function<double(double, double)>& f) {
   Shape out = broadcast_ref_shape(as, bs);
   std::vector<double> ea = broadcast_to_ref(a, as, out), eb = broadcast_to_ref(b, bs, out);
   std::vector<double> r(ea.size());
@@ -166,7 +172,8 @@ inline std::vector<double> sum_ref(const std::vector<double>& v, const Shape& sh
   return r;
 }
 
-inline std::vector<double> mean_ref(const std::vector<double>& v, const Shape& shape, const std::vector<int64_t>& dims) {
+inline std::vector<double> mean_ref(const std::vector<double>& v, const Shape& shape,
+                                    const std::vector<int64_t>& dims) {
   std::vector<double> r;
   for (const auto& g : reduce_groups(shape, mask_of(shape.size(), dims))) {
     double s = 0;
@@ -177,7 +184,7 @@ inline std::vector<double> mean_ref(const std::vector<double>& v, const Shape& s
 }
 
 inline std::vector<double> var_ref(const std::vector<double>& v, const Shape& shape, const std::vector<int64_t>& dims,
-                            double correction) {
+                                   double correction) {
   std::vector<double> r;
   for (const auto& g : reduce_groups(shape, mask_of(shape.size(), dims))) {
     double s = 0;
@@ -190,8 +197,8 @@ inline std::vector<double> var_ref(const std::vector<double>& v, const Shape& sh
 }
 
 // Max (or min) along one dim: values and the first position along the dim where it occurs.
-inline void extreme_ref(const std::vector<double>& v, const Shape& shape, int64_t dim, bool is_max, std::vector<double>& vals,
-                 std::vector<double>& idx) {
+inline void extreme_ref(const std::vector<double>& v, const Shape& shape, int64_t dim, bool is_max,
+                        std::vector<double>& vals, std::vector<double>& idx) {
   vals.clear();
   idx.clear();
   for (const auto& g : reduce_groups(shape, mask_of(shape.size(), {dim}))) {
@@ -211,7 +218,7 @@ inline void extreme_ref(const std::vector<double>& v, const Shape& shape, int64_
 
 // C[n, m] = A[n, k] B[k, m], triple loop.
 inline std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t k,
-                               int64_t m) {
+                                      int64_t m) {
   std::vector<double> c(static_cast<size_t>(n * m), 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
@@ -232,7 +239,7 @@ inline std::vector<double> transpose_ref(const std::vector<double>& v, int64_t r
 
 // Rows [r0, r0 + nr) step rs and columns [c0, c0 + nc) step cs of a row-major [*, cols] matrix.
 inline std::vector<double> submatrix_ref(const std::vector<double>& v, int64_t cols, int64_t r0, int64_t nr, int64_t rs,
-                                  int64_t c0, int64_t nc, int64_t cs) {
+                                         int64_t c0, int64_t nc, int64_t cs) {
   std::vector<double> out;
   for (int64_t i = 0; i < nr; ++i)
     for (int64_t j = 0; j < nc; ++j) out.push_back(v[static_cast<size_t>((r0 + i * rs) * cols + c0 + j * cs)]);
@@ -256,11 +263,11 @@ inline std::vector<double> softmax_rows_ref(const std::vector<double>& v, int64_
     long double m = -INFINITY;
     for (int64_t c = 0; c < cols; ++c) m = std::max<long double>(m, v[static_cast<size_t>(r * cols + c)]);
     long double total = 0;
-    for (int64_t c = 0; c < cols; ++c) total += std::exp(static_cast<long double>(v[static_cast<size_t>(r * cols + c)]) - m);
+    for (int64_t c = 0; c < cols; ++c)
+      total += std::exp(static_cast<long double>(v[static_cast<size_t>(r * cols + c)]) - m);
     for (int64_t c = 0; c < cols; ++c) {
       long double x = static_cast<long double>(v[static_cast<size_t>(r * cols + c)]) - m;
-      out[static_cast<size_t>(r * cols + c)] =
-          static_cast<double>(log ? x - std::log(total) : std::exp(x) / total);
+      out[static_cast<size_t>(r * cols + c)] = static_cast<double>(log ? x - std::log(total) : std::exp(x) / total);
     }
   }
   return out;
@@ -269,7 +276,7 @@ inline std::vector<double> softmax_rows_ref(const std::vector<double>& v, int64_
 // Per-row cross-entropy with label smoothing e: (1 - e) * (-log p_t) + e * mean_c(-log p_c).
 // Ignored rows give 0.
 inline std::vector<double> cross_entropy_rows_ref(const std::vector<double>& z, int64_t rows, int64_t classes,
-                                           const std::vector<int64_t>& target, int64_t ignore, double e) {
+                                                  const std::vector<int64_t>& target, int64_t ignore, double e) {
   std::vector<double> logp = softmax_rows_ref(z, rows, classes, true);
   std::vector<double> out;
   for (int64_t r = 0; r < rows; ++r) {
@@ -289,7 +296,9 @@ inline std::vector<double> cross_entropy_rows_ref(const std::vector<double>& z, 
 // Forces the OpenMP paths on even when the machine reports one core; restores the count after.
 class ThreadsGuard {
  public:
-  explicit ThreadsGuard(int threads = 4) : previous_(get_num_threads()) { set_num_threads(std::max(threads, previous_)); }
+  explicit ThreadsGuard(int threads = 4) : previous_(get_num_threads()) {
+    set_num_threads(std::max(threads, previous_));
+  }
   ~ThreadsGuard() { set_num_threads(previous_); }
 
  private:

@@ -21,8 +21,8 @@ namespace tapegrad::amp {
 class AutocastGuard {
  public:
   // device: the device kind whose ops it affects (kCPU or kCUDA, every GPU); dtype: the
-  // low-precision type (kBFloat16 on the CPU; kBFloat16 or kFloat16 on CUDA). enabled = false turns autocast off inside the guard, as a nested
-  // torch.autocast(enabled=False) does.
+  // low-precision type (kBFloat16 on the CPU; kBFloat16 or kFloat16 on CUDA). enabled = false turns autocast off inside
+  // the guard, as a nested torch.autocast(enabled=False) does.
   explicit AutocastGuard(const Device& device, DType dtype = kBFloat16, bool enabled = true);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;

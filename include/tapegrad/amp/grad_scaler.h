@@ -68,7 +68,7 @@ class GradScaler {
   int64_t get_growth_interval() const { return growth_interval_; }
   // Steps since the last backoff or growth.
   int64_t get_growth_tracker() const { return growth_tracker_; }
-  void set_growth_factor(double v);   // same checks as the constructor
+  void set_growth_factor(double v);  // same checks as the constructor
   void set_backoff_factor(double v);
   void set_growth_interval(int64_t v);
   bool is_enabled() const { return enabled_; }
@@ -85,7 +85,7 @@ class GradScaler {
   struct OptimizerState {
     Stage stage = Stage::Ready;
     std::vector<Tensor> found_inf_per_device;  // one-element float32, one per device with gradients
-    bool read = false;                          // whether found_any was read back already
+    bool read = false;                         // whether found_any was read back already
     bool found_any = false;
   };
 
@@ -95,9 +95,9 @@ class GradScaler {
   bool enabled_;
   double init_scale_, growth_factor_, backoff_factor_;
   int64_t growth_interval_;
-  float scale_value_;   // the host's copy of scale_: only this class writes it
+  float scale_value_;  // the host's copy of scale_: only this class writes it
   int64_t growth_tracker_ = 0;
-  Tensor scale_;        // created by the first scale(), on that call's device
+  Tensor scale_;  // created by the first scale(), on that call's device
   std::map<const optim::Optimizer*, OptimizerState> states_;
 };
 

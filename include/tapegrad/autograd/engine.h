@@ -10,7 +10,6 @@ namespace tapegrad::autograd {
 // Backpropagates from `roots`. `grad_roots[i]` is d(loss)/d(roots[i]); it may be undefined for a
 // one-element root (then 1 is used). Without retain_graph each node frees its saved tensors after
 // running, and a second backward through it throws tapegrad::Error.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
-              bool retain_graph = false);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
 
 }  // namespace tapegrad::autograd

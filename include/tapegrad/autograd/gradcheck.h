@@ -10,7 +10,7 @@
 namespace tapegrad::autograd {
 
 struct GradcheckOptions {
-  double eps = 1e-6;    // finite-difference step
+  double eps = 1e-6;  // finite-difference step
   double atol = 1e-5;
   double rtol = 1e-3;
   int num_directions = 2;  // random output projections checked

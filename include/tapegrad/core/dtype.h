@@ -20,7 +20,7 @@ inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kBool = DType::Bool;
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "float32", "int64", ...
+const char* dtype_name(DType dtype);         // "float32", "int64", ...
 DType parse_dtype(const std::string& name);  // accepts "float32"/"f32"/"float", ...; throws on others
 bool is_floating_point(DType dtype);
 bool is_integral(DType dtype);  // Int32, Int64, Bool

@@ -27,15 +27,14 @@ std::string str_cat(const Args&... args) {
 }  // namespace tapegrad
 
 // TG_CHECK: a caller's mistake. The message should start with the op's name.
-#define TG_CHECK(cond, ...)                                                    \
-  do {                                                                         \
+#define TG_CHECK(cond, ...)                                                                 \
+  do {                                                                                      \
     if (!(cond)) ::tapegrad::detail::throw_error(::tapegrad::detail::str_cat(__VA_ARGS__)); \
   } while (0)
 
 // TG_ASSERT: one of our own invariants; failing it is a tapegrad bug.
-#define TG_ASSERT(cond, ...)                                                   \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ::tapegrad::detail::throw_internal(__FILE__, __LINE__,                   \
-                                         ::tapegrad::detail::str_cat(#cond, " ", ##__VA_ARGS__)); \
+#define TG_ASSERT(cond, ...)                                                                                          \
+  do {                                                                                                                \
+    if (!(cond))                                                                                                      \
+      ::tapegrad::detail::throw_internal(__FILE__, __LINE__, ::tapegrad::detail::str_cat(#cond, " ", ##__VA_ARGS__)); \
   } while (0)

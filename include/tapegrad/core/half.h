@@ -43,7 +43,9 @@ inline BFloat16::BFloat16(float value) {
     bits = static_cast<uint16_t>(u >> 16);
   }
 }
-inline BFloat16::operator float() const { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
+inline BFloat16::operator float() const {
+  return detail::bits_float(static_cast<uint32_t>(bits) << 16);
+}
 
 inline Half::Half(float value) {
   uint32_t f = detail::float_bits(value);
@@ -53,7 +55,7 @@ inline Half::Half(float value) {
     bits = static_cast<uint16_t>(sign | 0x7e00u);
   } else if (abs >= 0x477ff000u) {  // rounds to >= 65520: infinity
     bits = static_cast<uint16_t>(sign | 0x7c00u);
-  } else if (abs < 0x38800000u) {  // subnormal or zero in half
+  } else if (abs < 0x38800000u) {              // subnormal or zero in half
     float a = detail::bits_float(abs) + 0.5f;  // aligns the mantissa so the FPU rounds for us
     bits = static_cast<uint16_t>(sign | (detail::float_bits(a) - 0x3f000000u));
   } else {

@@ -22,7 +22,7 @@ namespace tapegrad {
 namespace autograd {
 class Node;
 struct PostAccumulateGradHooks;  // see tapegrad/autograd/hooks.h
-}
+}  // namespace autograd
 class Tensor;
 
 // The state behind a Tensor handle. Library code builds these through Tensor's constructors.
@@ -42,8 +42,8 @@ struct TensorImpl {
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<TensorImpl> grad;
-  std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor, if any
-  int output_nr = 0;                        // which output of grad_fn this is
+  std::shared_ptr<autograd::Node> grad_fn;         // the node that produced this tensor, if any
+  int output_nr = 0;                               // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // cached for leaves
   std::shared_ptr<autograd::PostAccumulateGradHooks> post_accumulate_grad_hooks;  // leaves only; may be null
 };
@@ -65,7 +65,7 @@ class Tensor {
   const Shape& sizes() const { return checked().sizes; }
   const Shape& shape() const { return sizes(); }
   const Shape& strides() const { return checked().strides; }
-  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
   int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
   int64_t numel() const { return shape_numel(sizes()); }
@@ -208,16 +208,30 @@ Tensor& operator/=(Tensor& a, const Tensor& b);
 // Maps a C++ element type to its DType (float -> kFloat32, ...).
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = kFloat32; };
-template <> struct dtype_of<double> { static constexpr DType value = kFloat64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = kInt32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = kInt64; };
-template <> struct dtype_of<bool> { static constexpr DType value = kBool; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = kFloat32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = kFloat64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = kInt32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = kInt64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = kBool;
+};
 
 template <class T>
 T* Tensor::data() const {
-  TG_CHECK(dtype() == dtype_of<T>::value, "data<T>: tensor has dtype ", dtype(), ", asked for ",
-           dtype_of<T>::value);
+  TG_CHECK(dtype() == dtype_of<T>::value, "data<T>: tensor has dtype ", dtype(), ", asked for ", dtype_of<T>::value);
   return static_cast<T*>(data_ptr());
 }
 

@@ -32,9 +32,17 @@ void reset_counters();
 namespace detail {
 extern std::atomic<uint64_t> g_launches, g_gemms, g_copies, g_host_syncs;
 }  // namespace detail
-inline void note_launch() { detail::g_launches.fetch_add(1, std::memory_order_relaxed); }
-inline void note_gemm() { detail::g_gemms.fetch_add(1, std::memory_order_relaxed); }
-inline void note_copy() { detail::g_copies.fetch_add(1, std::memory_order_relaxed); }
-inline void note_host_sync() { detail::g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
+inline void note_launch() {
+  detail::g_launches.fetch_add(1, std::memory_order_relaxed);
+}
+inline void note_gemm() {
+  detail::g_gemms.fetch_add(1, std::memory_order_relaxed);
+}
+inline void note_copy() {
+  detail::g_copies.fetch_add(1, std::memory_order_relaxed);
+}
+inline void note_host_sync() {
+  detail::g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace tapegrad::cuda

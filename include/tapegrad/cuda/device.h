@@ -27,16 +27,16 @@ void set_device(int device);
 void synchronize(int device = -1);
 
 struct DeviceProperties {
-  std::string name;               // e.g. "NVIDIA H200"
-  size_t total_memory = 0;        // bytes of global memory
-  int multiprocessor_count = 0;   // SMs
-  int major = 0, minor = 0;       // compute capability, e.g. 9.0
+  std::string name;              // e.g. "NVIDIA H200"
+  size_t total_memory = 0;       // bytes of global memory
+  int multiprocessor_count = 0;  // SMs
+  int major = 0, minor = 0;      // compute capability, e.g. 9.0
 };
 // Properties of `device` (-1: the current device). Throws for an invalid index.
 DeviceProperties get_device_properties(int device = -1);
 
 struct MemoryInfo {
-  size_t free_bytes = 0;   // free on the device now (all processes), as the driver reports it
+  size_t free_bytes = 0;  // free on the device now (all processes), as the driver reports it
   size_t total_bytes = 0;
 };
 // The driver's view of `device`'s memory (-1: the current device). Memory cached by tapegrad's

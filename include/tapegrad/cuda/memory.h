@@ -42,11 +42,11 @@ struct MemoryStats {
   size_t reserved_bytes = 0;        // obtained from cudaMalloc and not yet released (allocated + cached)
   size_t peak_allocated_bytes = 0;  // highest allocated_bytes since start or reset_peak_memory_stats()
   size_t peak_reserved_bytes = 0;
-  int64_t num_allocations = 0;      // requests served (cached or not)
-  int64_t num_device_mallocs = 0;   // cudaMalloc calls, failed ones included
-  int64_t num_device_frees = 0;     // cudaFree calls (empty_cache, or freeing the cache to retry)
-  int64_t num_alloc_retries = 0;    // times a failed cudaMalloc made the allocator free its cache and retry
-  int64_t num_ooms = 0;             // requests that failed even after the retry
+  int64_t num_allocations = 0;     // requests served (cached or not)
+  int64_t num_device_mallocs = 0;  // cudaMalloc calls, failed ones included
+  int64_t num_device_frees = 0;    // cudaFree calls (empty_cache, or freeing the cache to retry)
+  int64_t num_alloc_retries = 0;   // times a failed cudaMalloc made the allocator free its cache and retry
+  int64_t num_ooms = 0;            // requests that failed even after the retry
 };
 
 // Statistics of `device`'s allocator (-1: the current device; all zero when no device is available).
@@ -72,10 +72,10 @@ void record_stream(const Tensor& tensor, const Stream& stream);
 
 // The pinned host allocator.
 struct HostMemoryStats {
-  size_t allocated_bytes = 0;   // in pinned blocks owned by tensors
-  size_t reserved_bytes = 0;    // obtained from cudaHostAlloc and not yet released
-  int64_t num_host_allocs = 0;  // cudaHostAlloc calls, failed ones included
-  int64_t num_host_frees = 0;   // cudaFreeHost calls
+  size_t allocated_bytes = 0;          // in pinned blocks owned by tensors
+  size_t reserved_bytes = 0;           // obtained from cudaHostAlloc and not yet released
+  int64_t num_host_allocs = 0;         // cudaHostAlloc calls, failed ones included
+  int64_t num_host_frees = 0;          // cudaFreeHost calls
   int64_t blocks_awaiting_copies = 0;  // freed blocks not reusable yet: a copy from them may be in flight
 };
 HostMemoryStats host_memory_stats();

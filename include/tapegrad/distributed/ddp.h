@@ -50,9 +50,18 @@
 namespace tapegrad::distributed {
 
 struct DDPOptions {
-  DDPOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
-  DDPOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
-  DDPOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }  // at each forward()
+  DDPOptions& bucket_cap_mb(double v) {
+    bucket_cap_mb_ = v;
+    return *this;
+  }
+  DDPOptions& find_unused_parameters(bool v) {
+    find_unused_parameters_ = v;
+    return *this;
+  }
+  DDPOptions& broadcast_buffers(bool v) {
+    broadcast_buffers_ = v;
+    return *this;
+  }  // at each forward()
   double bucket_cap_mb_ = 25.0;
   bool find_unused_parameters_ = false;
   bool broadcast_buffers_ = true;

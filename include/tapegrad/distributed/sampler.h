@@ -20,9 +20,18 @@
 namespace tapegrad::distributed {
 
 struct DistributedSamplerOptions {
-  DistributedSamplerOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  DistributedSamplerOptions& seed(uint64_t v) { seed_ = v; return *this; }
-  DistributedSamplerOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  DistributedSamplerOptions& shuffle(bool v) {
+    shuffle_ = v;
+    return *this;
+  }
+  DistributedSamplerOptions& seed(uint64_t v) {
+    seed_ = v;
+    return *this;
+  }
+  DistributedSamplerOptions& drop_last(bool v) {
+    drop_last_ = v;
+    return *this;
+  }
   bool shuffle_ = true;
   uint64_t seed_ = 0;
   bool drop_last_ = false;  // drop the tail that does not divide evenly, instead of padding

@@ -9,7 +9,9 @@ namespace tapegrad::nn {
 class CrossEntropyLoss {
  public:
   explicit CrossEntropyLoss(CrossEntropyOptions options = {}) : options_(options) {}
-  Tensor operator()(const Tensor& logits, const Tensor& target) const { return cross_entropy(logits, target, options_); }
+  Tensor operator()(const Tensor& logits, const Tensor& target) const {
+    return cross_entropy(logits, target, options_);
+  }
 
  private:
   CrossEntropyOptions options_;

@@ -49,14 +49,38 @@ namespace tapegrad::nn {
 enum class LstmImplementation { Fused, CuDNN };
 
 struct LSTMOptions {
-  LSTMOptions& num_layers(int64_t v) { num_layers_ = v; return *this; }
-  LSTMOptions& bias(bool v) { bias_ = v; return *this; }
-  LSTMOptions& batch_first(bool v) { batch_first_ = v; return *this; }
-  LSTMOptions& dropout(double v) { dropout_ = v; return *this; }  // between layers, while training
-  LSTMOptions& bidirectional(bool v) { bidirectional_ = v; return *this; }
-  LSTMOptions& implementation(LstmImplementation v) { implementation_ = v; return *this; }  // see above
-  LSTMOptions& checkpoint_layers(bool v) { checkpoint_layers_ = v; return *this; }      // see above
-  LSTMOptions& checkpoint_segments(int64_t v) { checkpoint_segments_ = v; return *this; }  // >= 1, see above
+  LSTMOptions& num_layers(int64_t v) {
+    num_layers_ = v;
+    return *this;
+  }
+  LSTMOptions& bias(bool v) {
+    bias_ = v;
+    return *this;
+  }
+  LSTMOptions& batch_first(bool v) {
+    batch_first_ = v;
+    return *this;
+  }
+  LSTMOptions& dropout(double v) {
+    dropout_ = v;
+    return *this;
+  }  // between layers, while training
+  LSTMOptions& bidirectional(bool v) {
+    bidirectional_ = v;
+    return *this;
+  }
+  LSTMOptions& implementation(LstmImplementation v) {
+    implementation_ = v;
+    return *this;
+  }  // see above
+  LSTMOptions& checkpoint_layers(bool v) {
+    checkpoint_layers_ = v;
+    return *this;
+  }  // see above
+  LSTMOptions& checkpoint_segments(int64_t v) {
+    checkpoint_segments_ = v;
+    return *this;
+  }  // >= 1, see above
   int64_t num_layers_ = 1;
   bool bias_ = true, batch_first_ = false;
   double dropout_ = 0.0;
@@ -98,7 +122,7 @@ class LSTM : public Module {
   int64_t input_size_, hidden_size_;
   LSTMOptions options_;
   Generator* generator_;
-  std::vector<std::vector<Weights>> weights_;  // [layer][direction]
+  std::vector<std::vector<Weights>> weights_;        // [layer][direction]
   std::shared_ptr<CudnnWeightCache> cudnn_weights_;  // the CuDNN implementation's packed weights
 };
 

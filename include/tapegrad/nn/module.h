@@ -4,9 +4,9 @@
 // "lstm.weight_ih_l0"). See docs/modules.md for a walk-through.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>

@@ -17,9 +17,18 @@ class TensorOptions {
   TensorOptions(DType dtype) : dtype_(dtype) {}
   TensorOptions(Device device) : device_(device) {}
   TensorOptions(const char* device) : device_(device) {}
-  TensorOptions& dtype(DType dtype) { dtype_ = dtype; return *this; }
-  TensorOptions& device(Device device) { device_ = device; return *this; }
-  TensorOptions& requires_grad(bool requires_grad) { requires_grad_ = requires_grad; return *this; }
+  TensorOptions& dtype(DType dtype) {
+    dtype_ = dtype;
+    return *this;
+  }
+  TensorOptions& device(Device device) {
+    device_ = device;
+    return *this;
+  }
+  TensorOptions& requires_grad(bool requires_grad) {
+    requires_grad_ = requires_grad;
+    return *this;
+  }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool requires_grad() const { return requires_grad_; }
@@ -49,8 +58,8 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
 // default_generator().
 Tensor rand(const Shape& sizes, const TensorOptions& options = {}, Generator* generator = nullptr);
 Tensor randn(const Shape& sizes, const TensorOptions& options = {}, Generator* generator = nullptr);
-Tensor randint(int64_t low, int64_t high, const Shape& sizes,
-               const TensorOptions& options = TensorOptions(kInt64), Generator* generator = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, const TensorOptions& options = TensorOptions(kInt64),
+               Generator* generator = nullptr);
 Tensor rand_like(const Tensor& other, Generator* generator = nullptr);
 Tensor randn_like(const Tensor& other, Generator* generator = nullptr);
 // Fills `out` in place (used by initialisers): uniform on [low, high), normal(mean, std).
@@ -60,7 +69,8 @@ Tensor& normal_(Tensor& out, double mean, double std, Generator* generator = nul
 // Copies `values` into a new tensor of shape `sizes` (default: 1-D) with options' dtype and device
 // (by default T's own dtype on the CPU): tensor<float>({1, 2, 3, 4}, {2, 2}).
 template <class T>
-Tensor tensor(const std::vector<T>& values, const Shape& sizes = {}, TensorOptions options = TensorOptions(dtype_of<T>::value));
+Tensor tensor(const std::vector<T>& values, const Shape& sizes = {},
+              TensorOptions options = TensorOptions(dtype_of<T>::value));
 Tensor scalar_tensor(double value, const TensorOptions& options = {});
 // A tensor over memory owned by the caller (no copy). `deleter`, if given, runs when the last
 // view lets go; without one the caller must keep the memory alive.

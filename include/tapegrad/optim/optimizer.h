@@ -1,11 +1,10 @@
 // Optimisers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, with PyTorch's
 // exact update rules and defaults. In a CUDA graph capture (tapegrad/cuda/graph.h), Adam needs
 // AdamOptions::capturable(true), and both need a warm-up step first (state created by a step cannot
-// be captured: a replay would create it again); step() throws a clear Error otherwise. A step updates the parameters that share a device, a dtype, a
-// step count and the same hyperparameters together, in one multi-tensor pass where the backend has
-// one (one or a few kernel launches for a whole model on a GPU), else in one fused pass per
-// parameter. foreach(false) forces the per-parameter passes; on the CPU both give bit-identical
-// results.
+// be captured: a replay would create it again); step() throws a clear Error otherwise. A step updates the parameters
+// that share a device, a dtype, a step count and the same hyperparameters together, in one multi-tensor pass where the
+// backend has one (one or a few kernel launches for a whole model on a GPU), else in one fused pass per parameter.
+// foreach(false) forces the per-parameter passes; on the CPU both give bit-identical results.
 //
 //   optim::Adam opt(model.parameters(), optim::AdamOptions().lr(1e-3));
 //   loss.backward(); opt.step(); opt.zero_grad();
@@ -46,12 +45,15 @@ class ParamGroup {
 
   ParamGroup& lr(double v) { return set("lr", v); }
   ParamGroup& weight_decay(double v) { return set("weight_decay", v); }
-  ParamGroup& momentum(double v) { return set("momentum", v); }    // SGD
-  ParamGroup& dampening(double v) { return set("dampening", v); }  // SGD
+  ParamGroup& momentum(double v) { return set("momentum", v); }            // SGD
+  ParamGroup& dampening(double v) { return set("dampening", v); }          // SGD
   ParamGroup& nesterov(bool v) { return set("nesterov", v ? 1.0 : 0.0); }  // SGD
-  ParamGroup& betas(double beta1, double beta2) { set("beta1", beta1); return set("beta2", beta2); }  // Adam
-  ParamGroup& eps(double v) { return set("eps", v); }                          // Adam
-  ParamGroup& amsgrad(bool v) { return set("amsgrad", v ? 1.0 : 0.0); }       // Adam
+  ParamGroup& betas(double beta1, double beta2) {
+    set("beta1", beta1);
+    return set("beta2", beta2);
+  }                                                                      // Adam
+  ParamGroup& eps(double v) { return set("eps", v); }                    // Adam
+  ParamGroup& amsgrad(bool v) { return set("amsgrad", v ? 1.0 : 0.0); }  // Adam
   // The lr a scheduler counts from (PyTorch's group["initial_lr"]); set by the first scheduler made
   // for the optimiser, unset before.
   ParamGroup& initial_lr(double v) { return set("initial_lr", v); }
@@ -166,12 +168,30 @@ class Optimizer {
 
 struct SGDOptions {
   SGDOptions(double lr = 0.01) : lr_(lr) {}
-  SGDOptions& lr(double v) { lr_ = v; return *this; }
-  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
-  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
-  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
-  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
-  SGDOptions& foreach(bool v) { foreach_ = v; return *this; }  // multi-tensor updates where available
+  SGDOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  SGDOptions& momentum(double v) {
+    momentum_ = v;
+    return *this;
+  }
+  SGDOptions& dampening(double v) {
+    dampening_ = v;
+    return *this;
+  }
+  SGDOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  SGDOptions& nesterov(bool v) {
+    nesterov_ = v;
+    return *this;
+  }
+  SGDOptions& foreach (bool v) {
+    foreach_ = v;
+    return *this;
+  }  // multi-tensor updates where available
   double lr_, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
   bool nesterov_ = false;
   bool foreach_ = true;
@@ -200,17 +220,39 @@ class SGD : public Optimizer {
 
 struct AdamOptions {
   AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  AdamOptions& lr(double v) { lr_ = v; return *this; }
-  AdamOptions& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
-  AdamOptions& eps(double v) { eps_ = v; return *this; }
-  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
-  AdamOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
-  AdamOptions& foreach(bool v) { foreach_ = v; return *this; }  // multi-tensor updates where available
+  AdamOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  AdamOptions& betas(double b1, double b2) {
+    beta1_ = b1;
+    beta2_ = b2;
+    return *this;
+  }
+  AdamOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+  AdamOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  AdamOptions& amsgrad(bool v) {
+    amsgrad_ = v;
+    return *this;
+  }
+  AdamOptions& foreach (bool v) {
+    foreach_ = v;
+    return *this;
+  }  // multi-tensor updates where available
   // PyTorch's capturable=True: each parameter's step count lives in a float32 tensor on its device,
   // incremented by the update itself, and the bias corrections are computed there, so a step
   // captured in a cuda::Graph is right on every replay. The results equal the plain Adam's. The
   // learning rate stays a host value: fixed in a captured step (docs/cuda_graphs.md).
-  AdamOptions& capturable(bool v) { capturable_ = v; return *this; }
+  AdamOptions& capturable(bool v) {
+    capturable_ = v;
+    return *this;
+  }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
   bool amsgrad_ = false;
   bool foreach_ = true;

@@ -181,15 +181,39 @@ class LinearLR : public LRScheduler {
 };
 
 struct OneCycleLROptions {
-  OneCycleLROptions& pct_start(double v) { pct_start_ = v; return *this; }
+  OneCycleLROptions& pct_start(double v) {
+    pct_start_ = v;
+    return *this;
+  }
   // "cos" or "linear"
-  OneCycleLROptions& anneal_strategy(std::string v) { anneal_strategy_ = std::move(v); return *this; }
-  OneCycleLROptions& cycle_momentum(bool v) { cycle_momentum_ = v; return *this; }
-  OneCycleLROptions& base_momentum(double v) { base_momentum_ = v; return *this; }
-  OneCycleLROptions& max_momentum(double v) { max_momentum_ = v; return *this; }
-  OneCycleLROptions& div_factor(double v) { div_factor_ = v; return *this; }
-  OneCycleLROptions& final_div_factor(double v) { final_div_factor_ = v; return *this; }
-  OneCycleLROptions& three_phase(bool v) { three_phase_ = v; return *this; }
+  OneCycleLROptions& anneal_strategy(std::string v) {
+    anneal_strategy_ = std::move(v);
+    return *this;
+  }
+  OneCycleLROptions& cycle_momentum(bool v) {
+    cycle_momentum_ = v;
+    return *this;
+  }
+  OneCycleLROptions& base_momentum(double v) {
+    base_momentum_ = v;
+    return *this;
+  }
+  OneCycleLROptions& max_momentum(double v) {
+    max_momentum_ = v;
+    return *this;
+  }
+  OneCycleLROptions& div_factor(double v) {
+    div_factor_ = v;
+    return *this;
+  }
+  OneCycleLROptions& final_div_factor(double v) {
+    final_div_factor_ = v;
+    return *this;
+  }
+  OneCycleLROptions& three_phase(bool v) {
+    three_phase_ = v;
+    return *this;
+  }
   double pct_start_ = 0.3;
   std::string anneal_strategy_ = "cos";
   bool cycle_momentum_ = true;
@@ -272,16 +296,43 @@ class SequentialLR : public LRScheduler {
 };
 
 struct ReduceLROnPlateauOptions {
-  ReduceLROnPlateauOptions& mode(std::string v) { mode_ = std::move(v); return *this; }  // "min" or "max"
-  ReduceLROnPlateauOptions& factor(double v) { factor_ = v; return *this; }
-  ReduceLROnPlateauOptions& patience(int64_t v) { patience_ = v; return *this; }
-  ReduceLROnPlateauOptions& threshold(double v) { threshold_ = v; return *this; }
+  ReduceLROnPlateauOptions& mode(std::string v) {
+    mode_ = std::move(v);
+    return *this;
+  }  // "min" or "max"
+  ReduceLROnPlateauOptions& factor(double v) {
+    factor_ = v;
+    return *this;
+  }
+  ReduceLROnPlateauOptions& patience(int64_t v) {
+    patience_ = v;
+    return *this;
+  }
+  ReduceLROnPlateauOptions& threshold(double v) {
+    threshold_ = v;
+    return *this;
+  }
   // "rel" or "abs"
-  ReduceLROnPlateauOptions& threshold_mode(std::string v) { threshold_mode_ = std::move(v); return *this; }
-  ReduceLROnPlateauOptions& cooldown(int64_t v) { cooldown_ = v; return *this; }
-  ReduceLROnPlateauOptions& min_lr(double v) { min_lrs_ = {v}; return *this; }
-  ReduceLROnPlateauOptions& min_lr(std::vector<double> v) { min_lrs_ = std::move(v); return *this; }  // one per group
-  ReduceLROnPlateauOptions& eps(double v) { eps_ = v; return *this; }
+  ReduceLROnPlateauOptions& threshold_mode(std::string v) {
+    threshold_mode_ = std::move(v);
+    return *this;
+  }
+  ReduceLROnPlateauOptions& cooldown(int64_t v) {
+    cooldown_ = v;
+    return *this;
+  }
+  ReduceLROnPlateauOptions& min_lr(double v) {
+    min_lrs_ = {v};
+    return *this;
+  }
+  ReduceLROnPlateauOptions& min_lr(std::vector<double> v) {
+    min_lrs_ = std::move(v);
+    return *this;
+  }  // one per group
+  ReduceLROnPlateauOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
   std::string mode_ = "min";
   double factor_ = 0.1;
   int64_t patience_ = 10;

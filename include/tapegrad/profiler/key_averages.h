@@ -20,7 +20,7 @@ struct KeyAverage {
   int64_t calls = 0;
   int64_t cpu_total_ns = 0;
   int64_t self_cpu_ns = 0;
-  int64_t cuda_total_ns = 0;  // GPU time of the CUDA kernels of this key
+  int64_t cuda_total_ns = 0;       // GPU time of the CUDA kernels of this key
   int64_t self_memory_bytes = 0;   // allocated minus freed while this was the innermost event
   int64_t total_memory_bytes = 0;  // the same including nested events
 

@@ -48,12 +48,12 @@ struct ProfilerEvent {
   int thread = 0;       // 0 for the first thread that recorded, 1 for the next, ...
   int depth = 0;        // how many events enclose it
   int64_t start_ns = 0, end_ns = 0;
-  Device device = kCPU;           // kernels: the device of their tensor arguments
-  std::vector<Shape> shapes;      // kernels: every defined tensor argument, outputs included
+  Device device = kCPU;       // kernels: the device of their tensor arguments
+  std::vector<Shape> shapes;  // kernels: every defined tensor argument, outputs included
   std::vector<DType> dtypes;
   int64_t cuda_start_ns = -1, cuda_end_ns = -1;  // CUDA kernels: GPU time, on the host clock
-  int64_t cuda_stream = 0;                        // CUDA kernels: a stream identifier
-  int64_t self_allocated_bytes = 0;  // allocated while this was the innermost event
+  int64_t cuda_stream = 0;                       // CUDA kernels: a stream identifier
+  int64_t self_allocated_bytes = 0;              // allocated while this was the innermost event
   int64_t self_freed_bytes = 0;
   int64_t sequence_nr = -1;  // autograd nodes: the forward op's tape position
   std::string forward_op;    // autograd nodes: the forward op's name ("linear")
@@ -75,7 +75,7 @@ struct DeviceMemory {
   Device device = kCPU;
   int64_t allocated_at_start = 0;
   int64_t allocated_at_stop = 0;
-  int64_t peak_allocated = 0;  // the allocator's peak during profiling
+  int64_t peak_allocated = 0;   // the allocator's peak during profiling
   int64_t total_allocated = 0;  // sums over the session
   int64_t total_freed = 0;
   int64_t allocations = 0, frees = 0;

@@ -17,19 +17,35 @@ namespace {
 }
 }  // namespace
 
-MempoolId graph_pool_handle() { no_cuda("cuda::graph_pool_handle"); }
+MempoolId graph_pool_handle() {
+  no_cuda("cuda::graph_pool_handle");
+}
 
 Graph::Graph() : state_(std::make_unique<detail::GraphState>()) {}
 Graph::~Graph() = default;
-void Graph::capture_begin(MempoolId, CaptureMode) { no_cuda("cuda::Graph::capture_begin"); }
-void Graph::capture_end() { no_cuda("cuda::Graph::capture_end"); }
-void Graph::replay() { no_cuda("cuda::Graph::replay"); }
+void Graph::capture_begin(MempoolId, CaptureMode) {
+  no_cuda("cuda::Graph::capture_begin");
+}
+void Graph::capture_end() {
+  no_cuda("cuda::Graph::capture_end");
+}
+void Graph::replay() {
+  no_cuda("cuda::Graph::replay");
+}
 void Graph::reset() {}
 void Graph::abort_capture() noexcept {}
-bool Graph::is_capturing() const { return false; }
-bool Graph::has_graph() const { return false; }
-MempoolId Graph::pool() const { return 0; }
-Stream Graph::capture_stream() const { no_cuda("cuda::Graph::capture_stream"); }
+bool Graph::is_capturing() const {
+  return false;
+}
+bool Graph::has_graph() const {
+  return false;
+}
+MempoolId Graph::pool() const {
+  return 0;
+}
+Stream Graph::capture_stream() const {
+  no_cuda("cuda::Graph::capture_stream");
+}
 
 GraphCapture::GraphCapture(Graph& graph, MempoolId pool, CaptureMode mode) : graph_(graph) {
   (void)uncaught_;  // used by the CUDA build
@@ -37,6 +53,8 @@ GraphCapture::GraphCapture(Graph& graph, MempoolId pool, CaptureMode mode) : gra
 }
 GraphCapture::~GraphCapture() noexcept(false) {}
 
-bool is_current_stream_capturing() { return false; }
+bool is_current_stream_capturing() {
+  return false;
+}
 
 }  // namespace tapegrad::cuda

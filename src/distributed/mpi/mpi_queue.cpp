@@ -32,7 +32,9 @@ MpiQueue::MpiQueue(MPI_Comm comm, int rank, int size, std::chrono::milliseconds 
   worker_ = std::thread([this] { work_loop(); });
 }
 
-MpiQueue::~MpiQueue() { stop(); }
+MpiQueue::~MpiQueue() {
+  stop();
+}
 
 void MpiQueue::stop() {
   {

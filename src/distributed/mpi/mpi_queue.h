@@ -25,7 +25,7 @@ namespace tapegrad::distributed::detail {
 struct MpiJob {
   std::shared_ptr<WorkState> work;
   CollectiveDesc desc;
-  std::string what;           // for messages: "all_reduce (float32 [4, 3], sum)"
+  std::string what;            // for messages: "all_reduce (float32 [4, 3], sum)"
   bool exchange_descs = true;  // compare descriptions first (all_gather always needs them)
   // Posts the non-blocking MPI calls (under mpi_mutex), given every rank's description.
   std::function<void(const std::vector<CollectiveDesc>& ranks, std::vector<MPI_Request>& requests)> post;
@@ -59,7 +59,7 @@ class MpiQueue {
   std::chrono::milliseconds timeout_;
   int64_t sequence_ = 0;  // collectives run so far (worker thread only)
   std::mutex mutex_;
-  std::string broken_;    // why the group can no longer be used (under mutex_)
+  std::string broken_;  // why the group can no longer be used (under mutex_)
   std::condition_variable cv_;
   std::deque<MpiJob> jobs_;
   bool stop_ = false;

@@ -81,23 +81,33 @@ void ensure_mpi_initialized() {
   } else {
     MPI_Query_thread(&provided);
   }
-  TG_CHECK(provided >= MPI_THREAD_SERIALIZED,
-           "ProcessGroup: MPI provides thread level ", provided, ", and tapegrad needs MPI_THREAD_SERIALIZED (",
-           MPI_THREAD_SERIALIZED, ") or higher: initialise MPI with MPI_Init_thread, or let tapegrad do it");
+  TG_CHECK(provided >= MPI_THREAD_SERIALIZED, "ProcessGroup: MPI provides thread level ", provided,
+           ", and tapegrad needs MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED,
+           ") or higher: initialise MPI with MPI_Init_thread, or let tapegrad do it");
 }
 
-void group_created() { g_live_groups.fetch_add(1); }
-void group_destroyed() { g_live_groups.fetch_sub(1); }
+void group_created() {
+  g_live_groups.fetch_add(1);
+}
+void group_destroyed() {
+  g_live_groups.fetch_sub(1);
+}
 
 MPI_Datatype mpi_datatype(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int32: return MPI_INT32_T;
-    case DType::Int64: return MPI_INT64_T;
-    case DType::Bool: return MPI_UINT8_T;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int32:
+      return MPI_INT32_T;
+    case DType::Int64:
+      return MPI_INT64_T;
+    case DType::Bool:
+      return MPI_UINT8_T;
     case DType::Float16:
-    case DType::BFloat16: return MPI_UINT16_T;
+    case DType::BFloat16:
+      return MPI_UINT16_T;
   }
   throw_error(str_cat("ProcessGroup: no MPI datatype for ", dtype_name(dtype)));
 }

@@ -20,14 +20,16 @@
 
 namespace tapegrad::distributed {
 
-using ::tapegrad::detail::str_cat;
 using detail::Collective;
 using detail::CollectiveDesc;
 using detail::MpiJob;
 using detail::WorkState;
+using ::tapegrad::detail::str_cat;
 using Clock = std::chrono::steady_clock;
 
-bool is_available() { return true; }
+bool is_available() {
+  return true;
+}
 
 namespace {
 
@@ -106,7 +108,8 @@ void divide_in_place(const Tensor& t, int size) {
       for (int64_t i = 0; i < n; ++i) p[i] = BFloat16(float(p[i]) / float(size));
       break;
     }
-    default: TG_ASSERT(false, "avg of ", dtype_name(t.dtype()));
+    default:
+      TG_ASSERT(false, "avg of ", dtype_name(t.dtype()));
   }
 }
 
@@ -174,8 +177,8 @@ struct ProcessGroup::Impl {
         requests.resize(1);
         detail::check_mpi(MPI_Ibcast(buffer->data(), int(buffer->size()), MPI_BYTE, 0, c, &requests[0]), "MPI_Ibcast");
       };
-      std::shared_ptr<WorkState> work =
-          submit("NCCL bootstrap", detail::describe(Collective::Bootstrap, Tensor()), "NCCL bootstrap", true, std::move(job));
+      std::shared_ptr<WorkState> work = submit("NCCL bootstrap", detail::describe(Collective::Bootstrap, Tensor()),
+                                               "NCCL bootstrap", true, std::move(job));
       work->wait();
       bytes = *buffer;
     };
@@ -255,11 +258,21 @@ ProcessGroup::~ProcessGroup() {
   detail::group_destroyed();
 }
 
-int ProcessGroup::rank() const { return impl_->rank; }
-int ProcessGroup::size() const { return impl_->size; }
-int ProcessGroup::local_rank() const { return impl_->local_rank; }
-int ProcessGroup::local_size() const { return impl_->local_size; }
-std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+int ProcessGroup::rank() const {
+  return impl_->rank;
+}
+int ProcessGroup::size() const {
+  return impl_->size;
+}
+int ProcessGroup::local_rank() const {
+  return impl_->local_rank;
+}
+int ProcessGroup::local_size() const {
+  return impl_->local_size;
+}
+std::chrono::milliseconds ProcessGroup::timeout() const {
+  return impl_->timeout;
+}
 
 Work ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor);
@@ -277,9 +290,10 @@ Work ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
   int size = g.size;
   job.post = [tensor, op, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
     requests.resize(1);
-    detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()),
-                                     detail::mpi_op(op, tensor.dtype()), comm, &requests[0]),
-                      "MPI_Iallreduce");
+    detail::check_mpi(
+        MPI_Iallreduce(MPI_IN_PLACE, address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()),
+                       detail::mpi_op(op, tensor.dtype()), comm, &requests[0]),
+        "MPI_Iallreduce");
   };
   job.finish = [tensor, op, size](const std::vector<CollectiveDesc>&) {
     if (op == ReduceOp::Avg) divide_in_place(tensor, size);
@@ -291,7 +305,8 @@ Work ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
 Work ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
   check_tensor("broadcast", tensor);
   Impl& g = *impl_;
-  TG_CHECK(root >= 0 && root < g.size, "ProcessGroup: broadcast: root ", root, " is not a rank of this group of ", g.size);
+  TG_CHECK(root >= 0 && root < g.size, "ProcessGroup: broadcast: root ", root, " is not a rank of this group of ",
+           g.size);
   CollectiveDesc desc = detail::describe(Collective::Broadcast, tensor, ReduceOp::Sum, root);
   std::string what = what_of("broadcast", tensor, str_cat("root ", root));
   tensor.storage()->bump_version();
@@ -303,8 +318,8 @@ Work ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
   MPI_Comm comm = g.comm;
   job.post = [tensor, root, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
     requests.resize(1);
-    detail::check_mpi(MPI_Ibcast(address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()), root,
-                                 comm, &requests[0]),
+    detail::check_mpi(MPI_Ibcast(address(tensor), int(tensor.numel()), detail::mpi_datatype(tensor.dtype()), root, comm,
+                                 &requests[0]),
                       "MPI_Ibcast");
   };
   job.finish = [tensor](const std::vector<CollectiveDesc>&) { return std::vector<Tensor>{tensor}; };
@@ -400,12 +415,13 @@ Work ProcessGroup::reduce_scatter_async(const Tensor& output, const std::vector<
   job.keep_alive.push_back(kept_counts);
   MPI_Comm comm = g.comm;
   int size = g.size;
-  job.post = [send, output, kept_counts, op, comm](const std::vector<CollectiveDesc>&, std::vector<MPI_Request>& requests) {
+  job.post = [send, output, kept_counts, op, comm](const std::vector<CollectiveDesc>&,
+                                                   std::vector<MPI_Request>& requests) {
     requests.resize(1);
-    detail::check_mpi(MPI_Ireduce_scatter(address(send), address(output), kept_counts->data(),
-                                          detail::mpi_datatype(output.dtype()), detail::mpi_op(op, output.dtype()),
-                                          comm, &requests[0]),
-                      "MPI_Ireduce_scatter");
+    detail::check_mpi(
+        MPI_Ireduce_scatter(address(send), address(output), kept_counts->data(), detail::mpi_datatype(output.dtype()),
+                            detail::mpi_op(op, output.dtype()), comm, &requests[0]),
+        "MPI_Ireduce_scatter");
   };
   job.finish = [output, op, size](const std::vector<CollectiveDesc>&) {
     if (op == ReduceOp::Avg) divide_in_place(output, size);
@@ -425,12 +441,20 @@ Work ProcessGroup::barrier_async() {
   return Work(g.submit("barrier", detail::describe(Collective::Barrier, Tensor()), "barrier", g.check, std::move(job)));
 }
 
-void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op).wait(); }
-void ProcessGroup::broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root).wait(); }
-std::vector<Tensor> ProcessGroup::all_gather(const Tensor& input) { return all_gather_async(input).result(); }
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  all_reduce_async(tensor, op).wait();
+}
+void ProcessGroup::broadcast(const Tensor& tensor, int root) {
+  broadcast_async(tensor, root).wait();
+}
+std::vector<Tensor> ProcessGroup::all_gather(const Tensor& input) {
+  return all_gather_async(input).result();
+}
 void ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
   reduce_scatter_async(output, inputs, op).wait();
 }
-void ProcessGroup::barrier() { barrier_async().wait(); }
+void ProcessGroup::barrier() {
+  barrier_async().wait();
+}
 
 }  // namespace tapegrad::distributed

@@ -4,7 +4,9 @@
 
 namespace tapegrad::distributed {
 
-bool is_available() { return false; }
+bool is_available() {
+  return false;
+}
 
 struct ProcessGroup::Impl {};
 
@@ -15,19 +17,41 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions) {
 }
 ProcessGroup::~ProcessGroup() = default;
 
-int ProcessGroup::rank() const { return 0; }
-int ProcessGroup::size() const { return 1; }
-int ProcessGroup::local_rank() const { return 0; }
-int ProcessGroup::local_size() const { return 1; }
-std::chrono::milliseconds ProcessGroup::timeout() const { return {}; }
-Work ProcessGroup::all_reduce_async(const Tensor&, ReduceOp) { return {}; }
-Work ProcessGroup::broadcast_async(const Tensor&, int) { return {}; }
-Work ProcessGroup::all_gather_async(const Tensor&) { return {}; }
-Work ProcessGroup::reduce_scatter_async(const Tensor&, const std::vector<Tensor>&, ReduceOp) { return {}; }
-Work ProcessGroup::barrier_async() { return {}; }
+int ProcessGroup::rank() const {
+  return 0;
+}
+int ProcessGroup::size() const {
+  return 1;
+}
+int ProcessGroup::local_rank() const {
+  return 0;
+}
+int ProcessGroup::local_size() const {
+  return 1;
+}
+std::chrono::milliseconds ProcessGroup::timeout() const {
+  return {};
+}
+Work ProcessGroup::all_reduce_async(const Tensor&, ReduceOp) {
+  return {};
+}
+Work ProcessGroup::broadcast_async(const Tensor&, int) {
+  return {};
+}
+Work ProcessGroup::all_gather_async(const Tensor&) {
+  return {};
+}
+Work ProcessGroup::reduce_scatter_async(const Tensor&, const std::vector<Tensor>&, ReduceOp) {
+  return {};
+}
+Work ProcessGroup::barrier_async() {
+  return {};
+}
 void ProcessGroup::all_reduce(const Tensor&, ReduceOp) {}
 void ProcessGroup::broadcast(const Tensor&, int) {}
-std::vector<Tensor> ProcessGroup::all_gather(const Tensor&) { return {}; }
+std::vector<Tensor> ProcessGroup::all_gather(const Tensor&) {
+  return {};
+}
 void ProcessGroup::reduce_scatter(const Tensor&, const std::vector<Tensor>&, ReduceOp) {}
 void ProcessGroup::barrier() {}
 

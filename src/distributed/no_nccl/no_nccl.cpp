@@ -3,7 +3,9 @@
 
 namespace tapegrad::distributed {
 
-bool is_nccl_available() { return false; }
+bool is_nccl_available() {
+  return false;
+}
 
 namespace detail {
 std::unique_ptr<NcclComm> make_nccl_comm(int, int, int, const std::function<void(std::vector<char>&)>&,

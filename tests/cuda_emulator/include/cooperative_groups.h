@@ -20,6 +20,8 @@ class grid_group {
   }
 };
 
-inline grid_group this_grid() { return grid_group(); }
+inline grid_group this_grid() {
+  return grid_group();
+}
 
 }  // namespace cooperative_groups

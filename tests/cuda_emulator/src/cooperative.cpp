@@ -48,8 +48,8 @@ cudaError_t launch_cooperative(const LaunchConfig& config, std::unique_ptr<Kerne
   const dim3 g = config.grid, b = config.block;
   const uint64_t blocks = uint64_t(g.x) * g.y * g.z, threads = uint64_t(b.x) * b.y * b.z;
   if (threads > 0 && threads <= kMaxThreadsPerBlock) {
-    const uint64_t fit =
-        uint64_t(kMultiprocessors) * blocks_per_multiprocessor(static_cast<unsigned>(threads), config.dynamic_shared_bytes);
+    const uint64_t fit = uint64_t(kMultiprocessors) *
+                         blocks_per_multiprocessor(static_cast<unsigned>(threads), config.dynamic_shared_bytes);
     if (blocks > fit)
       return fail(cudaErrorCooperativeLaunchTooLarge,
                   "kernel " + std::string(config.kernel) + ": a cooperative grid of " + std::to_string(blocks) +

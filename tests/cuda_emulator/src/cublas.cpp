@@ -232,11 +232,13 @@ cublasStatus_t check_types(const char* call, cudaDataType a, cudaDataType b, cud
   // cuBLAS's mixed combinations with a float C: 16F x 16F and 16BF x 16BF, computed in 32F.
   const bool mixed = a == b && c == CUDA_R_32F && (a == CUDA_R_16F || a == CUDA_R_16BF);
   if (mixed && compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC)
-    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) + ": 16-bit A and B with a float C need compute type 32F");
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED,
+                  std::string(call) + ": 16-bit A and B with a float C need compute type 32F");
   if (a != b || (b != c && !mixed))
-    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) + ": this combination of A, B and C types is not "
-                                                                   "supported (A and B must match; C too, or be float "
-                                                                   "with 16-bit A and B)");
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, std::string(call) +
+                                                   ": this combination of A, B and C types is not "
+                                                   "supported (A and B must match; C too, or be float "
+                                                   "with 16-bit A and B)");
   *tf32 = false;
   switch (compute) {
     case CUBLAS_COMPUTE_32F:
@@ -442,8 +444,8 @@ cublasStatus_t cublasSgemm_64(cublasHandle_t handle, cublasOperation_t transa, c
   if (alpha == nullptr || beta == nullptr)
     return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm: null alpha or beta");
   const bool tf32 = handles().count(handle) != 0 && handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
-  return run_gemm({"cublasSgemm", handle, transa, transb, m, n, k,          *alpha, *beta, A, lda, 0, B,
-                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_32F, tf32, CUDA_R_32F});
+  return run_gemm({"cublasSgemm", handle, transa, transb, m, n, k,          *alpha, *beta,     A, lda, 0, B,
+                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_32F, tf32,   CUDA_R_32F});
 }
 
 cublasStatus_t cublasDgemm_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
@@ -451,8 +453,8 @@ cublasStatus_t cublasDgemm_64(cublasHandle_t handle, cublasOperation_t transa, c
                               int64_t ldb, const double* beta, double* C, int64_t ldc) {
   if (alpha == nullptr || beta == nullptr)
     return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasDgemm: null alpha or beta");
-  return run_gemm({"cublasDgemm", handle, transa, transb, m, n, k,          *alpha, *beta, A, lda, 0, B,
-                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_64F, false, CUDA_R_64F});
+  return run_gemm({"cublasDgemm", handle, transa, transb, m, n, k,          *alpha, *beta,     A, lda, 0, B,
+                   ldb,           0,      C,      ldc,    0, 1, CUDA_R_64F, false,  CUDA_R_64F});
 }
 
 cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,

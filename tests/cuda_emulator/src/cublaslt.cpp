@@ -12,6 +12,8 @@
 // workspace must be at least the algorithm's. Beyond cuBLASLt, every matrix, the bias vector and
 // the workspace must lie inside one device allocation of the handle's device. Emulated subset:
 // column order, batch count 1, host pointer mode.
+#include "cublasLt.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +23,6 @@
 #include <vector>
 
 #include "blas_reference.h"
-#include "cublasLt.h"
 #include "cuda_emulator/cublaslt_control.h"
 #include "emulator.h"
 
@@ -84,10 +85,9 @@ constexpr int64_t kSplitKMinK = 256;
 template <typename T>
 cublasStatus_t set_attribute(const char* call, int attr, const void* buf, size_t size, T* field) {
   if (buf == nullptr || size != sizeof(T))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": attribute " + std::to_string(attr) +
-                                                   " takes " + std::to_string(sizeof(T)) + " bytes, got " +
-                                                   (buf == nullptr ? std::string("a null buffer")
-                                                                   : std::to_string(size)));
+    return reject(CUBLAS_STATUS_INVALID_VALUE,
+                  std::string(call) + ": attribute " + std::to_string(attr) + " takes " + std::to_string(sizeof(T)) +
+                      " bytes, got " + (buf == nullptr ? std::string("a null buffer") : std::to_string(size)));
   std::memcpy(field, buf, sizeof(T));
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -129,8 +129,7 @@ uint64_t fnv(uint64_t h, int64_t v) {
 }
 
 cublasStatus_t check_problem(const std::string& call, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                             cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-                             Problem* p) {
+                             cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, Problem* p) {
   if (!is_live(desc, Kind::Desc)) return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": not a live matmul descriptor");
   const std::pair<const char*, cublasLtMatrixLayout_t> layouts[] = {{"A", a}, {"B", b}, {"C", c}, {"D", d}};
   for (const auto& [name, layout] : layouts) {
@@ -140,8 +139,7 @@ cublasStatus_t check_problem(const std::string& call, cublasLtMatmulDesc_t desc,
       return reject(CUBLAS_STATUS_NOT_SUPPORTED,
                     call + ": the emulator runs column-order layouts with batch count 1 only (" + name + ")");
     if (layout->ld < static_cast<int64_t>(std::max<uint64_t>(1, layout->rows)))
-      return reject(CUBLAS_STATUS_INVALID_VALUE,
-                    call + ": " + layout_text(name, layout) + " has ld < max(1, rows)");
+      return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + layout_text(name, layout) + " has ld < max(1, rows)");
   }
   for (int32_t op : {desc->transa, desc->transb})
     if (op != CUBLAS_OP_N && op != CUBLAS_OP_T)
@@ -160,8 +158,8 @@ cublasStatus_t check_problem(const std::string& call, cublasLtMatmulDesc_t desc,
   if (a_m != d->rows || b_n != d->cols || b_k != static_cast<uint64_t>(p->k) || c->rows != d->rows ||
       c->cols != d->cols)
     return reject(CUBLAS_STATUS_INVALID_VALUE,
-                  call + ": the layouts do not fit op(A) [m, k] x op(B) [k, n] = C, D [m, n]: " +
-                      layout_text("A", a) + (desc->transa == CUBLAS_OP_N ? "" : "^T") + ", " + layout_text("B", b) +
+                  call + ": the layouts do not fit op(A) [m, k] x op(B) [k, n] = C, D [m, n]: " + layout_text("A", a) +
+                      (desc->transa == CUBLAS_OP_N ? "" : "^T") + ", " + layout_text("B", b) +
                       (desc->transb == CUBLAS_OP_N ? "" : "^T") + ", " + layout_text("C", c) + ", " +
                       layout_text("D", d));
   // Types: cublasGemmEx's combinations.
@@ -181,9 +179,9 @@ cublasStatus_t check_problem(const std::string& call, cublasLtMatmulDesc_t desc,
   if (at == CUDA_R_16F || at == CUDA_R_16BF)
     valid = (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC) && desc->scale == CUDA_R_32F;
   if (!valid)
-    return reject(CUBLAS_STATUS_NOT_SUPPORTED, call + ": compute type " + std::to_string(compute) + " with scale type " +
-                                                   std::to_string(desc->scale) + " is not valid for data type " +
-                                                   std::to_string(at));
+    return reject(CUBLAS_STATUS_NOT_SUPPORTED, call + ": compute type " + std::to_string(compute) +
+                                                   " with scale type " + std::to_string(desc->scale) +
+                                                   " is not valid for data type " + std::to_string(at));
   p->ab_type = at, p->d_type = dt;
   p->tf32 = at == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   // The epilogue and its bias vector.
@@ -232,9 +230,11 @@ void run(const Work& w, int device) {
   const bool ta = p.desc->transa != CUBLAS_OP_N, tb = p.desc->transb != CUBLAS_OP_N;
   std::vector<double> ad(static_cast<size_t>(m * k)), bd(static_cast<size_t>(n * k));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t q = 0; q < k; ++q) ad[static_cast<size_t>(i * k + q)] = load(w.a, p.ab_type, ta ? q + i * p.a->ld : i + q * p.a->ld);
+    for (int64_t q = 0; q < k; ++q)
+      ad[static_cast<size_t>(i * k + q)] = load(w.a, p.ab_type, ta ? q + i * p.a->ld : i + q * p.a->ld);
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t q = 0; q < k; ++q) bd[static_cast<size_t>(j * k + q)] = load(w.b, p.ab_type, tb ? j + q * p.b->ld : q + j * p.b->ld);
+    for (int64_t q = 0; q < k; ++q)
+      bd[static_cast<size_t>(j * k + q)] = load(w.b, p.ab_type, tb ? j + q * p.b->ld : q + j * p.b->ld);
   const bool add_bias = w.epilogue == CUBLASLT_EPILOGUE_BIAS || w.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   const bool relu = w.epilogue == CUBLASLT_EPILOGUE_RELU || w.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   for (int64_t j = 0; j < n; ++j) {
@@ -290,7 +290,8 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
-  if (!is_live(handle, Kind::Handle)) return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy: not a live handle");
+  if (!is_live(handle, Kind::Handle))
+    return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy: not a live handle");
   live().erase(handle);
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
@@ -320,15 +321,23 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, c
                                                 const void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
   const char* call = "cublasLtMatrixLayoutSetAttribute";
-  if (!is_live(layout, Kind::Layout)) return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live layout");
+  if (!is_live(layout, Kind::Layout))
+    return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live layout");
   switch (attr) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE: return set_attribute(call, attr, buf, size, &layout->type);
-    case CUBLASLT_MATRIX_LAYOUT_ORDER: return set_attribute(call, attr, buf, size, &layout->order);
-    case CUBLASLT_MATRIX_LAYOUT_ROWS: return set_attribute(call, attr, buf, size, &layout->rows);
-    case CUBLASLT_MATRIX_LAYOUT_COLS: return set_attribute(call, attr, buf, size, &layout->cols);
-    case CUBLASLT_MATRIX_LAYOUT_LD: return set_attribute(call, attr, buf, size, &layout->ld);
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return set_attribute(call, attr, buf, size, &layout->batch_count);
-    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return set_attribute(call, attr, buf, size, &layout->batch_stride);
+    case CUBLASLT_MATRIX_LAYOUT_TYPE:
+      return set_attribute(call, attr, buf, size, &layout->type);
+    case CUBLASLT_MATRIX_LAYOUT_ORDER:
+      return set_attribute(call, attr, buf, size, &layout->order);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS:
+      return set_attribute(call, attr, buf, size, &layout->rows);
+    case CUBLASLT_MATRIX_LAYOUT_COLS:
+      return set_attribute(call, attr, buf, size, &layout->cols);
+    case CUBLASLT_MATRIX_LAYOUT_LD:
+      return set_attribute(call, attr, buf, size, &layout->ld);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      return set_attribute(call, attr, buf, size, &layout->batch_count);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+      return set_attribute(call, attr, buf, size, &layout->batch_stride);
   }
   return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": unknown attribute " + std::to_string(attr));
 }
@@ -356,18 +365,29 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
                                               const void* buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
   const char* call = "cublasLtMatmulDescSetAttribute";
-  if (!is_live(desc, Kind::Desc)) return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live descriptor");
+  if (!is_live(desc, Kind::Desc))
+    return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live descriptor");
   switch (attr) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return set_attribute(call, attr, buf, size, &desc->compute);
-    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return set_attribute(call, attr, buf, size, &desc->scale);
-    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return set_attribute(call, attr, buf, size, &desc->pointer_mode);
-    case CUBLASLT_MATMUL_DESC_TRANSA: return set_attribute(call, attr, buf, size, &desc->transa);
-    case CUBLASLT_MATMUL_DESC_TRANSB: return set_attribute(call, attr, buf, size, &desc->transb);
-    case CUBLASLT_MATMUL_DESC_TRANSC: return set_attribute(call, attr, buf, size, &desc->transc);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: return set_attribute(call, attr, buf, size, &desc->epilogue);
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return set_attribute(call, attr, buf, size, &desc->bias);
-    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return set_attribute(call, attr, buf, size, &desc->bias_batch_stride);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set_attribute(call, attr, buf, size, &desc->bias_type);
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+      return set_attribute(call, attr, buf, size, &desc->compute);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+      return set_attribute(call, attr, buf, size, &desc->scale);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+      return set_attribute(call, attr, buf, size, &desc->pointer_mode);
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return set_attribute(call, attr, buf, size, &desc->transa);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return set_attribute(call, attr, buf, size, &desc->transb);
+    case CUBLASLT_MATMUL_DESC_TRANSC:
+      return set_attribute(call, attr, buf, size, &desc->transc);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return set_attribute(call, attr, buf, size, &desc->epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return set_attribute(call, attr, buf, size, &desc->bias);
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+      return set_attribute(call, attr, buf, size, &desc->bias_batch_stride);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return set_attribute(call, attr, buf, size, &desc->bias_type);
   }
   return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": unknown attribute " + std::to_string(attr));
 }
@@ -395,14 +415,21 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t size) {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
   const char* call = "cublasLtMatmulPreferenceSetAttribute";
-  if (!is_live(pref, Kind::Pref)) return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live preference");
+  if (!is_live(pref, Kind::Pref))
+    return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": not a live preference");
   switch (attr) {
-    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return set_attribute(call, attr, buf, size, &pref->search_mode);
-    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return set_attribute(call, attr, buf, size, &pref->max_workspace);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return set_attribute(call, attr, buf, size, &pref->alignment[0]);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return set_attribute(call, attr, buf, size, &pref->alignment[1]);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return set_attribute(call, attr, buf, size, &pref->alignment[2]);
-    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return set_attribute(call, attr, buf, size, &pref->alignment[3]);
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE:
+      return set_attribute(call, attr, buf, size, &pref->search_mode);
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      return set_attribute(call, attr, buf, size, &pref->max_workspace);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+      return set_attribute(call, attr, buf, size, &pref->alignment[0]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+      return set_attribute(call, attr, buf, size, &pref->alignment[1]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+      return set_attribute(call, attr, buf, size, &pref->alignment[2]);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      return set_attribute(call, attr, buf, size, &pref->alignment[3]);
   }
   return reject(CUBLAS_STATUS_INVALID_VALUE, std::string(call) + ": unknown attribute " + std::to_string(attr));
 }
@@ -453,7 +480,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   if (alpha == nullptr || beta == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": null alpha or beta");
   if (algo == nullptr || algo->data[0] != kAlgoMagic)
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": the algorithm does not come from cublasLtMatmulAlgoGetHeuristic");
+    return reject(CUBLAS_STATUS_INVALID_VALUE,
+                  call + ": the algorithm does not come from cublasLtMatmulAlgoGetHeuristic");
   if (algo->data[1] != p.signature)
     return reject(CUBLAS_STATUS_INVALID_VALUE,
                   call + ": the algorithm was chosen for another problem (descriptor or layouts differ)");
@@ -466,10 +494,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const std::pair<const char*, const void*> pointers[] = {{"A", A}, {"B", B}, {"C", C}, {"D", D}};
   for (int i = 0; i < 4; ++i)
     if (alignment_of(pointers[i].second) < algo->data[2 + i])
-      return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + pointers[i].first + " is " +
-                                                     std::to_string(alignment_of(pointers[i].second)) +
-                                                     "-byte aligned, the algorithm was chosen for " +
-                                                     std::to_string(algo->data[2 + i]) + " bytes");
+      return reject(CUBLAS_STATUS_INVALID_VALUE,
+                    call + ": " + pointers[i].first + " is " + std::to_string(alignment_of(pointers[i].second)) +
+                        "-byte aligned, the algorithm was chosen for " + std::to_string(algo->data[2 + i]) + " bytes");
   if (has_bias(desc->epilogue) && alignment_of(desc->bias) < algo->data[6])
     return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": the bias is " + std::to_string(alignment_of(desc->bias)) +
                                                    "-byte aligned, the algorithm was chosen for " +
@@ -480,25 +507,34 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (workspace_bytes > 0) {
     const Allocation* w = find_allocation(workspace, workspace_bytes);
     if (w == nullptr || w->device != device)
-      return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + std::to_string(workspace_bytes) +
-                                                     " bytes at the workspace pointer are not device memory of cuda:" +
-                                                     std::to_string(device));
+      return reject(CUBLAS_STATUS_INVALID_VALUE,
+                    call + ": " + std::to_string(workspace_bytes) +
+                        " bytes at the workspace pointer are not device memory of cuda:" + std::to_string(device));
   }
   // Every operand inside one allocation of the handle's device.
   const size_t ab = element_size(p.ab_type), de = element_size(p.d_type);
   const bool reads_ab = p.k > 0 && alpha_v != 0.0 && p.m > 0 && p.n > 0;
   if (reads_ab && !inside(A, a->rows, a->cols, a->ld, ab, device))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + layout_text("A", a) + " does not lie inside one allocation of cuda:" + std::to_string(device));
+    return reject(
+        CUBLAS_STATUS_INVALID_VALUE,
+        call + ": " + layout_text("A", a) + " does not lie inside one allocation of cuda:" + std::to_string(device));
   if (reads_ab && !inside(B, b->rows, b->cols, b->ld, ab, device))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + layout_text("B", b) + " does not lie inside one allocation of cuda:" + std::to_string(device));
+    return reject(
+        CUBLAS_STATUS_INVALID_VALUE,
+        call + ": " + layout_text("B", b) + " does not lie inside one allocation of cuda:" + std::to_string(device));
   if (beta_v != 0.0 && !inside(C, c->rows, c->cols, c->ld, de, device))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + layout_text("C", c) + " does not lie inside one allocation of cuda:" + std::to_string(device));
+    return reject(
+        CUBLAS_STATUS_INVALID_VALUE,
+        call + ": " + layout_text("C", c) + " does not lie inside one allocation of cuda:" + std::to_string(device));
   if (!inside(D, d->rows, d->cols, d->ld, de, device))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": " + layout_text("D", d) + " does not lie inside one allocation of cuda:" + std::to_string(device));
-  if (has_bias(desc->epilogue) && !inside(desc->bias, p.bias_length, 1, std::max<int64_t>(1, p.bias_length), de, device))
-    return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": the bias vector of " + std::to_string(p.bias_length) +
-                                                   " elements does not lie inside one allocation of cuda:" +
-                                                   std::to_string(device));
+    return reject(
+        CUBLAS_STATUS_INVALID_VALUE,
+        call + ": " + layout_text("D", d) + " does not lie inside one allocation of cuda:" + std::to_string(device));
+  if (has_bias(desc->epilogue) &&
+      !inside(desc->bias, p.bias_length, 1, std::max<int64_t>(1, p.bias_length), de, device))
+    return reject(CUBLAS_STATUS_INVALID_VALUE,
+                  call + ": the bias vector of " + std::to_string(p.bias_length) +
+                      " elements does not lie inside one allocation of cuda:" + std::to_string(device));
   CUstream_st* st = resolve_stream(stream);
   if (st == nullptr) return reject(CUBLAS_STATUS_INVALID_VALUE, call + ": not a live stream");
   if (st->device != device)

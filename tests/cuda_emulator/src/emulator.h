@@ -47,10 +47,10 @@ struct CUevent_st {
   unsigned flags = 0;
   int device = 0;
   bool recorded = false;
-  CUstream_st* stream = nullptr;  // where it was last recorded
-  uint64_t sequence = 0;          // complete once stream->executed reaches it
-  uint64_t generation = 0;        // of the latest record, so an older record's task cannot stamp it
-  double time_ms = 0;             // host time when the record ran
+  CUstream_st* stream = nullptr;                     // where it was last recorded
+  uint64_t sequence = 0;                             // complete once stream->executed reaches it
+  uint64_t generation = 0;                           // of the latest record, so an older record's task cannot stamp it
+  double time_ms = 0;                                // host time when the record ran
   tapegrad_emu::CaptureSequence* capture = nullptr;  // last recorded into this (ongoing) capture
   unsigned long long capture_id = 0;                 // that capture's id (the pointer may be reused)
 };

@@ -144,8 +144,8 @@ bool capture_record(CUstream_st* stream, std::function<void()>& work, const char
 
 cudaError_t capture_enqueue_check(CUstream_st* stream, const char* call) {
   if (stream->capture != nullptr && stream->capture->invalidated)
-    return fail(cudaErrorStreamCaptureInvalidated, std::string(call) + ": the stream's capture was invalidated earlier (" +
-                                                       stream->capture->why + ")");
+    return fail(cudaErrorStreamCaptureInvalidated,
+                std::string(call) + ": the stream's capture was invalidated earlier (" + stream->capture->why + ")");
   if (stream->legacy) {
     std::vector<CaptureSequence*> blocking = captures_blocking_legacy(stream->device);
     if (!blocking.empty()) {
@@ -203,8 +203,9 @@ cudaError_t capture_pageable_check(CUstream_st* stream, const char* call) {
   if (stream->capture == nullptr) return cudaSuccess;
   invalidate(stream->capture, std::string(call) + " copied between the device and pageable host memory");
   return fail(cudaErrorStreamCaptureUnsupported,
-              std::string(call) + ": a copy between the device and pageable host memory cannot be captured "
-                                  "(use pinned memory)");
+              std::string(call) +
+                  ": a copy between the device and pageable host memory cannot be captured "
+                  "(use pinned memory)");
 }
 
 cudaError_t capture_event_record(CUevent_st* event, CUstream_st* stream, bool& handled) {
@@ -216,8 +217,8 @@ cudaError_t capture_event_record(CUevent_st* event, CUstream_st* stream, bool& h
   }
   handled = true;
   if (c->invalidated)
-    return fail(cudaErrorStreamCaptureInvalidated, "cudaEventRecord: the stream's capture was invalidated earlier (" +
-                                                       c->why + ")");
+    return fail(cudaErrorStreamCaptureInvalidated,
+                "cudaEventRecord: the stream's capture was invalidated earlier (" + c->why + ")");
   event->capture = c;
   event->capture_id = c->id;
   c->event_clocks[event] = c->clocks[stream];
@@ -294,7 +295,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
                 "cudaStreamBeginCapture: the legacy default stream cannot be captured (use a created stream)");
   CUstream_st* s = resolve_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a live stream");
-  if (s->capture != nullptr) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
+  if (s->capture != nullptr)
+    return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
   auto* c = new CaptureSequence();
   c->id = ++graph_state().next_id;
   c->mode = mode;

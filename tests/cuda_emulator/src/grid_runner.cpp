@@ -661,10 +661,10 @@ bool run_cooperative_grid(const LaunchConfig& config, KernelTask& task, int devi
     if (violation.empty() && done > 0 && parked > 0) {
       const uint3 gone = runs[some_done]->threads[0].index.block_idx;
       const uint3 waits = runs[some_parked]->threads[0].index.block_idx;
-      violation = "kernel " + std::string(config.kernel) + ": grid.sync() is not reached by every block of the grid: " +
-                  "block (" + std::to_string(gone.x) + "," + std::to_string(gone.y) + "," + std::to_string(gone.z) +
-                  ") exited while block (" + std::to_string(waits.x) + "," + std::to_string(waits.y) + "," +
-                  std::to_string(waits.z) + ") waits";
+      violation = "kernel " + std::string(config.kernel) +
+                  ": grid.sync() is not reached by every block of the grid: " + "block (" + std::to_string(gone.x) +
+                  "," + std::to_string(gone.y) + "," + std::to_string(gone.z) + ") exited while block (" +
+                  std::to_string(waits.x) + "," + std::to_string(waits.y) + "," + std::to_string(waits.z) + ") waits";
     }
     if (!violation.empty()) {
       for (auto& run : runs) abandon(*run);

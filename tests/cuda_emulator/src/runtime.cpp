@@ -400,7 +400,9 @@ namespace {
 std::atomic<int64_t> g_launches_seen{0};
 }  // namespace
 
-int64_t launches_seen() { return g_launches_seen.load(std::memory_order_relaxed); }
+int64_t launches_seen() {
+  return g_launches_seen.load(std::memory_order_relaxed);
+}
 
 int64_t violation_count() {
   std::lock_guard<std::recursive_mutex> lock(state_mutex());
@@ -721,8 +723,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   CUstream_st* s = resolve_stream(stream);
   if (s == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: not a live stream");
   if (cudaError_t ce = capture_enqueue_check(s, "cudaMemcpyAsync"); ce != cudaSuccess) return ce;
-  const bool pageable = (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) ||
-                        ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) && !is_pinned_range(dst, count));
+  const bool pageable =
+      (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) ||
+      ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) && !is_pinned_range(dst, count));
   if (pageable) {
     if (cudaError_t ce = capture_pageable_check(s, "cudaMemcpyAsync"); ce != cudaSuccess) return ce;
   }
@@ -741,8 +744,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     std::memmove(dst, src, count);
     check_allocation_guards(device, "a copy");
   };
-  if (capture_record(s, copy, "cudaMemcpyAsync",
-                     {TouchedRange{dst, count, "the copy's destination"}, TouchedRange{src, count, "the copy's source"}}))
+  if (capture_record(
+          s, copy, "cudaMemcpyAsync",
+          {TouchedRange{dst, count, "the copy's destination"}, TouchedRange{src, count, "the copy's source"}}))
     return cudaSuccess;
   enqueue(s, std::move(copy));
   // Into pageable host memory the call returns once the data is there.

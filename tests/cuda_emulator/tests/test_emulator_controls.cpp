@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "cooperative_groups.h"
 #include "cublas_v2.h"
 #include "cuda_emulator/control.h"
-#include "cooperative_groups.h"
 #include "cuda_runtime.h"
 
 namespace {
@@ -390,15 +390,18 @@ TEST(EmulatorControls, SynchronisingDuringCaptureInvalidatesIt) {
       {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(c.stream); }},
       {"cudaStreamQuery", [&] { return cudaStreamQuery(c.stream); }},
       {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
-      {"cudaMemcpy", [&] {
+      {"cudaMemcpy",
+       [&] {
          float h[4];
          return cudaMemcpy(h, c.out, sizeof h, cudaMemcpyDeviceToHost);
        }},
-      {"pageable cudaMemcpyAsync", [&] {
+      {"pageable cudaMemcpyAsync",
+       [&] {
          std::vector<float> h(4);
          return cudaMemcpyAsync(h.data(), c.out, 16, cudaMemcpyDeviceToHost, c.stream);
        }},
-      {"cudaMalloc", [] {
+      {"cudaMalloc",
+       [] {
          void* p = nullptr;
          return cudaMalloc(&p, 256);
        }},

@@ -15,7 +15,6 @@
 #include "cuda_emulator/keywords.h"
 #include "cuda_fp16.h"
 
-
 struct uint3 {
   unsigned int x, y, z;
 };

@@ -108,9 +108,9 @@ class CooperativeLauncher {
     size_t count = 0;
     int position = 0;
     (note_pointer(args, position++, pointers, count), ...);
-    return launch_cooperative(
-        config_, std::make_unique<BoundKernel<Body, std::decay_t<A>...>>(body_, std::forward<A>(args)...), pointers,
-        count);
+    return launch_cooperative(config_,
+                              std::make_unique<BoundKernel<Body, std::decay_t<A>...>>(body_, std::forward<A>(args)...),
+                              pointers, count);
   }
 
  private:
@@ -120,9 +120,9 @@ class CooperativeLauncher {
 
 }  // namespace tapegrad_emu
 
-#define TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)                            \
-  ::tapegrad_emu::CooperativeLauncher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream,                      \
-                                      reinterpret_cast<const void*>(&__VA_ARGS__),                                  \
+#define TG_EMU_LAUNCH_COOPERATIVE_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)       \
+  ::tapegrad_emu::CooperativeLauncher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream, \
+                                      reinterpret_cast<const void*>(&__VA_ARGS__),             \
                                       [](auto&... kernel_arguments_) { __VA_ARGS__(kernel_arguments_...); })
 
 #define TG_EMU_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)        \
