@@ -12,7 +12,6 @@ void register_cuda_backend() {
   cuda_backend::register_reductions(table);
   cuda_backend::register_blas(table);
   cuda_backend::register_blas_lt(table);
-  cuda_backend::register_lstm(table);
   cuda_backend::register_lstm_recurrence(table);
   cuda_backend::register_optim(table);
   cuda_backend::register_amp(table);

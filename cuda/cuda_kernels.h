@@ -15,7 +15,6 @@ void register_pointwise(
 void register_reductions(backend::KernelTable& table);       // reduce, softmax, layer_norm, cross-entropy, index ops
 void register_blas(backend::KernelTable& table);             // gemm, bmm (cuBLAS)
 void register_blas_lt(backend::KernelTable& table);          // gemm_bias, gemm_bias_grad (cuBLASLt epilogues)
-void register_lstm(backend::KernelTable& table);             // the fused LSTM cell
 void register_lstm_recurrence(backend::KernelTable& table);  // a layer's whole recurrence
 void register_optim(backend::KernelTable& table);            // SGD / Adam, multi-tensor
 void register_amp(backend::KernelTable& table);              // GradScaler's fused unscale

@@ -37,8 +37,6 @@ void register_cpu_backend() {
   t.index_add = cpu::index_add;
   t.gather = cpu::gather;
   t.scatter_add = cpu::scatter_add;
-  t.lstm_cell_forward = cpu::lstm_cell_forward;
-  t.lstm_cell_backward = cpu::lstm_cell_backward;
   t.lstm_recurrence_forward = cpu::lstm_recurrence_forward;
   t.lstm_recurrence_backward = cpu::lstm_recurrence_backward;
   t.sgd_step = cpu::sgd_step;

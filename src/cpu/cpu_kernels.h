@@ -64,10 +64,6 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, backend::DeviceCheck check);
 
 // lstm.cpp
-void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,
-                       const Tensor& c_new, const Tensor& lengths, int64_t t);
-void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
-                        const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t);
 void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
                              const Tensor& b_hh, const Tensor& h0, const Tensor& c0, const Tensor& gates,
                              const Tensor& h_all, const Tensor& c_all, const Tensor& lengths, bool reverse,

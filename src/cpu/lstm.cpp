@@ -25,13 +25,6 @@ bool row_active(const int64_t* lengths, int64_t b, int64_t t) {
   return lengths == nullptr || t < lengths[b];
 }
 
-// A step's rows stay on one thread unless each thread gets at least this many hidden units (each
-// costs five activations: ~2 ns vectorised), so a region's start-up is paid only for real work.
-constexpr int64_t kCellGrainUnits = 8192;
-int64_t rows_grain(int64_t hidden) {
-  return std::max<int64_t>(1, kCellGrainUnits / std::max<int64_t>(hidden, 1));
-}
-
 // One active row of the cell. Gates are [4H] (i, f, g, o), the rest [H]. The restrict-qualified
 // parameters say the streams do not overlap, so the loop vectorises without overlap checks; the
 // float versions are separate functions taking them as parameters (restrict survives that, not
@@ -170,41 +163,6 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
 }
 
 }  // namespace
-
-// Overwrites gates (with activations), h_new and c_new. All contiguous.
-void lstm_cell_forward(const Tensor& gates, const Tensor& h_prev, const Tensor& c_prev, const Tensor& h_new,
-                       const Tensor& c_new, const Tensor& lengths, int64_t t) {
-  const int64_t batch = c_prev.size(0), hidden = c_prev.size(1);
-  const int64_t* len = lengths_data(lengths);
-  dispatch_floating(gates.dtype(), "lstm_cell_forward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* z = static_cast<T*>(gates.data_ptr());
-    const T* hp = static_cast<const T*>(h_prev.data_ptr());
-    const T* cp = static_cast<const T*>(c_prev.data_ptr());
-    T* hn = static_cast<T*>(h_new.data_ptr());
-    T* cn = static_cast<T*>(c_new.data_ptr());
-    parallel_for(0, batch, rows_grain(hidden),
-                 [&](int64_t b0, int64_t b1) { forward_rows(z, hp, cp, hn, cn, len, t, hidden, b0, b1); });
-  });
-}
-
-// Overwrites dgates and dh (with the bypass part), updates dc in place.
-void lstm_cell_backward(const Tensor& gates, const Tensor& c_prev, const Tensor& c_new, const Tensor& dh,
-                        const Tensor& dc, const Tensor& dgates, const Tensor& lengths, int64_t t) {
-  const int64_t batch = c_prev.size(0), hidden = c_prev.size(1);
-  const int64_t* len = lengths_data(lengths);
-  dispatch_floating(gates.dtype(), "lstm_cell_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* a = static_cast<const T*>(gates.data_ptr());
-    const T* cp = static_cast<const T*>(c_prev.data_ptr());
-    const T* cn = static_cast<const T*>(c_new.data_ptr());
-    T* dhp = static_cast<T*>(dh.data_ptr());
-    T* dcp = static_cast<T*>(dc.data_ptr());
-    T* dz = static_cast<T*>(dgates.data_ptr());
-    parallel_for(0, batch, rows_grain(hidden),
-                 [&](int64_t b0, int64_t b1) { backward_rows(a, cp, cn, dhp, dcp, dz, len, t, hidden, b0, b1); });
-  });
-}
 
 // Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s. Each thread's rows of
 // a step are one product [x_t, h_{t-1}] [W_ih^T; W_hh^T] onto the bias: the input projection costs
