@@ -95,8 +95,8 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
       for (int64_t v : all_lengths.tolist<int64_t>())
         TG_CHECK(v >= 0 && v <= steps, "LSTM: sequence length ", v, " is outside [0, ", steps, "]");
     } else {
-      TG_KERNEL(all_lengths.device(), check_values)
-      (all_lengths, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
+      auto check_values = TG_KERNEL(all_lengths.device(), check_values);
+      check_values(all_lengths, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
     }
   }
   std::vector<Tensor> outputs, result(static_cast<size_t>(1 + 2 * directions));

@@ -164,11 +164,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const bool mean = options.reduction == Reduction::Mean;
   Tensor result = reduced ? empty_tensor({}, z.dtype(), z.device()) : losses;
   Tensor count = mean ? empty_tensor({}, kInt64, z.device()) : Tensor();
-  if (rows > 0)
-    TG_KERNEL(z.device(), cross_entropy)
-    (z, in.target, losses, lse, reduced ? result : Tensor(), count, options.ignore_index, options.label_smoothing);
-  else if (reduced)
+  if (rows > 0) {
+    auto kernel = TG_KERNEL(z.device(), cross_entropy);
+    kernel(z, in.target, losses, lse, reduced ? result : Tensor(), count, options.ignore_index,
+           options.label_smoothing);
+  } else if (reduced) {
     result = zeros({}, TensorOptions(z.dtype()).device(z.device()));  // the sum over no rows
+  }
   if (!any_requires_grad({in.input})) return reduced || !in.unbatched ? result : result.reshape({});
 
   // One tape node from the logits to the returned loss; its backward is one kernel pass whose
@@ -182,9 +184,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     Tensor grad_losses = g[0];
     if (reduced) grad_losses = expand_raw(grad_losses.reshape({1}), {zz.size(0)});
     Tensor grad = empty_tensor(zz.sizes(), zz.dtype(), zz.device());
-    if (grad.numel() > 0)
-      TG_KERNEL(zz.device(), cross_entropy_backward)
-      (grad_losses, count, zz, saved_t.get(), saved_lse.get(), grad, ignore, smoothing);
+    if (grad.numel() > 0) {
+      auto backward = TG_KERNEL(zz.device(), cross_entropy_backward);
+      backward(grad_losses, count, zz, saved_t.get(), saved_lse.get(), grad, ignore, smoothing);
+    }
     return std::vector<Tensor>{grad};
   });
   return reduced || !in.unbatched ? result : result.reshape({});

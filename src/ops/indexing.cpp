@@ -142,9 +142,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
            shape_str(index.sizes()), " must have the same shape");
   Tensor idx = checked_index("scatter_add", index, x.dim() ? x.size(d) : 1);
   Tensor out = x.detach().clone();
-  if (src.numel() > 0)
-    TG_KERNEL(x.device(), scatter_add)
-    (out, d, idx, src.detach().contiguous(), kernel_check(idx, DeviceCheck::ScatterAdd));
+  if (src.numel() > 0) {
+    auto scatter = TG_KERNEL(x.device(), scatter_add);
+    scatter(out, d, idx, src.detach().contiguous(), kernel_check(idx, DeviceCheck::ScatterAdd));
+  }
   if (any_requires_grad({x, src})) {
     SavedTensor saved = idx;
     record("scatter_add", {x, src}, {out}, [=](const std::vector<Tensor>& g) {

@@ -75,10 +75,11 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       Tensor grad_w = need_w ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
       Tensor grad_b = need_b ? empty_tensor(normalized_shape, dtype, dev) : Tensor();
       if (rows > 0 && cols > 0) {
-        TG_KERNEL(dev, layer_norm_backward)
-        (g[0].contiguous().reshape({rows, cols}), saved_x.get(), saved_mean.get(), saved_rstd.get(),
-         saved_w.defined() ? saved_w.get() : Tensor(), grad_x.defined() ? grad_x.reshape({rows, cols}) : Tensor(),
-         flat_parameter(grad_w, cols), flat_parameter(grad_b, cols));
+        auto backward = TG_KERNEL(dev, layer_norm_backward);
+        backward(g[0].contiguous().reshape({rows, cols}), saved_x.get(), saved_mean.get(), saved_rstd.get(),
+                 saved_w.defined() ? saved_w.get() : Tensor(),
+                 grad_x.defined() ? grad_x.reshape({rows, cols}) : Tensor(), flat_parameter(grad_w, cols),
+                 flat_parameter(grad_b, cols));
       } else {
         // No rows: the parameter gradients are empty sums.
         if (grad_w.defined() && grad_w.numel() > 0) TG_KERNEL(dev, fill)(grad_w, 0.0);

@@ -59,8 +59,8 @@ Tensor checked_lengths(const Tensor& lengths, int64_t steps, int64_t batch, Devi
   // Lengths already on the GPU are checked there, without waiting (Note [deferred checks]; the
   // kernels only compare steps with them, so a bad one cannot reach outside a buffer).
   if (l.device() == device && !backend::checks_on_host(device.is_cuda())) {
-    TG_KERNEL(device, check_values)
-    (l, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
+    auto check_values = TG_KERNEL(device, check_values);
+    check_values(l, steps + 1, std::numeric_limits<int64_t>::min(), backend::DeviceCheck::LstmLength);
     return l;
   }
   for (int64_t v : l.tolist<int64_t>())
