@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "backend/kernel_tensors.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/gemm_rows.h"
-#include "cpu/lstm_weight_layout.h"
-#include "cpu/parallel.h"
-#include "cpu/sbgemm.h"
-#include "cpu/vec_math.h"
+#include "cpu/gemm/gemm_rows.h"
+#include "cpu/gemm/sbgemm.h"
+#include "cpu/kernels/lstm_weight_layout.h"
+#include "cpu/kernels/shared_kernels.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
 
 namespace tapegrad::cpu {
 
@@ -356,6 +356,13 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
       }
     }
   });
+}
+
+void register_lstm(backend::KernelTable& t) {
+  t.lstm_cell_forward = lstm_cell_forward;
+  t.lstm_cell_backward = lstm_cell_backward;
+  t.lstm_recurrence_forward = lstm_recurrence_forward;
+  t.lstm_recurrence_backward = lstm_recurrence_backward;
 }
 
 }  // namespace tapegrad::cpu
