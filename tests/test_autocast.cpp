@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/sbgemm.h"
 #include "tapegrad/tapegrad.h"
 #include "test_util.h"
 

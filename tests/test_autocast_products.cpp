@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/sbgemm.h"
 #include "tapegrad/tapegrad.h"
 
 using namespace tapegrad;

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/node.h"

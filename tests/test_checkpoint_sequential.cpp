@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "tapegrad/nn/activation.h"
 #include "tapegrad/nn/checkpoint_sequential.h"
 #include "test_util.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/convert_16bit.h"
+#include "cpu/half/convert_16bit.h"
 #include "tapegrad/core/half.h"
 #include "tapegrad/tapegrad.h"
 

@@ -1,5 +1,5 @@
 // float16 and bfloat16 tensors on the CPU: every kernel computes in float and rounds its result
-// once (Note [16-bit operands] in src/cpu/strided_loop.h, src/cpu/widened_slots.cpp), so each op
+// once (Note [16-bit operands] in src/cpu/loops/strided_loop.h, src/cpu/half/widening.cpp), so each op
 // must give, bit for bit, the float32 op on the widened inputs rounded to the 16-bit type. Sizes
 // cross the 256-element blocks of the pointwise loops, and operands come contiguous, transposed and
 // broadcast. Negative control: the same op without the rounding differs.
@@ -9,7 +9,7 @@
 #include <functional>
 #include <optional>
 
-#include "cpu/relu_16bit.h"
+#include "cpu/half/relu_16bit.h"
 #include "tapegrad/tapegrad.h"
 #include "test_util.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "test_util.h"
 
 namespace tapegrad {

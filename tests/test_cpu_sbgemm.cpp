@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/gemm.h"
+#include "cpu/gemm/sbgemm.h"
 #include "tapegrad/tapegrad.h"
 
 namespace {

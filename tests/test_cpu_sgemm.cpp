@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/sgemm_avx512.h"
+#include "cpu/gemm/sgemm_avx512.h"
 #include "tapegrad/tapegrad.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/uniform_avx512.h"
+#include "cpu/kernels/uniform_avx512.h"
 #include "math/philox.h"
 #include "tapegrad/tapegrad.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "tapegrad/amp/autocast.h"
 #include "test_util.h"
 

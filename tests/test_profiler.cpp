@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "backend/kernel_table.h"
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"

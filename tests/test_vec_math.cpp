@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/vec_math.h"
+#include "cpu/loops/vec_math.h"
 #include "test_util.h"
 
 namespace tapegrad {

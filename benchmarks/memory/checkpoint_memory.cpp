@@ -26,7 +26,7 @@
 #include "models/named_configs.h"
 #include "tapegrad/tapegrad.h"
 // The CPU allocator's statistics have no public header yet; the tests read them the same way.
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 
 namespace {
 

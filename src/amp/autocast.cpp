@@ -1,7 +1,7 @@
 // The per-thread autocast state behind AutocastGuard.
 #include "tapegrad/amp/autocast.h"
 
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/sbgemm.h"
 #include "tapegrad/core/error.h"
 
 namespace tapegrad::amp {

@@ -70,7 +70,7 @@ Tensor column_sum(const Tensor& t, std::optional<DType> dtype) {
   Tensor out = empty_tensor({1, cols}, dtype.value_or(t.dtype()), t.device());
   if (cols > 0 && (t.dtype() == kBFloat16 || t.dtype() == kFloat16) && t.device().is_cpu() && rows > 0) {
     // A 16-bit t on the CPU: the reduce kernel sums its rows in one pass, widening as it reads
-    // (Note [16-bit column sums] in cpu/widened_slots.cpp), into float32 sums.
+    // (Note [16-bit column sums] in cpu/half/widening.cpp), into float32 sums.
     const Tensor rows_in = t.is_contiguous() ? t.detach() : backend::contiguous_copy(t, "sum");
     const Tensor sums = out.dtype() == kFloat32 ? out : empty_tensor({1, cols}, kFloat32, t.device());
     TG_KERNEL(t.device(), reduce)(backend::ReduceOp::Sum, rows_in, sums, 1, rows, cols);

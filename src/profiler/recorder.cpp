@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 #include "profiler/record.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/cuda/device.h"

@@ -7,7 +7,7 @@
 // one's steps: 24 bits to float, then (high - low) * u + low in double with the product rounded
 // before the sum (the _round_ intrinsics are never contracted into an FMA), then to float, then
 // the step down from high.
-#include "cpu/uniform_avx512.h"
+#include "cpu/kernels/uniform_avx512.h"
 
 #include <cmath>
 

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cpu/convert_16bit.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/strided_loop.h"
-#include "cpu/uniform_avx512.h"
+#include "cpu/half/convert_16bit.h"
+#include "cpu/kernels/shared_kernels.h"
+#include "cpu/kernels/uniform_avx512.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/strided_loop.h"
 #include "math/philox.h"
 #include "math/unfused.h"
 
@@ -90,6 +90,8 @@ void fill(const Tensor& out, double value) {
   });
 }
 
+namespace {
+
 // Overwrites contiguous out with start + i * step.
 void arange(const Tensor& out, double start, double step) {
   dispatch_numeric(out.dtype(), "arange", [&](auto tag) {
@@ -145,6 +147,17 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
       }
     });
   });
+}
+
+}  // namespace
+
+void register_copy_fill(backend::KernelTable& t) {
+  t.copy = copy;
+  t.fill = fill;
+  t.arange = arange;
+  t.uniform = uniform;
+  t.normal = normal;
+  t.randint = randint;
 }
 
 }  // namespace tapegrad::cpu

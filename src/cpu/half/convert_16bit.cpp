@@ -3,11 +3,11 @@
 // scalar conversions in core/half.h, round to nearest even with the same NaN: bf16 by the scalar
 // routine's integer steps on 16 lanes (not vcvtneps2bf16, which flushes denormals to zero); f16 by
 // the F16C instructions, whose rounding is the same, with NaNs replaced by the scalar routine's.
-#include "cpu/convert_16bit.h"
+#include "cpu/half/convert_16bit.h"
 
 #include <cstring>
 
-#include "cpu/parallel.h"
+#include "cpu/loops/parallel.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/half.h"
 

@@ -5,11 +5,11 @@
 // compile side by side.
 #include <type_traits>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/relu_16bit.h"
-#include "cpu/strided_loop.h"
-#include "cpu/vec_math.h"
+#include "cpu/half/relu_16bit.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/strided_loop.h"
+#include "cpu/loops/vec_math.h"
+#include "cpu/register.h"
 #include "math/op_switch.h"
 
 namespace tapegrad::cpu {
@@ -43,8 +43,6 @@ TG_VECTOR_CLONES void unary_vector_f32(UnaryOp op, const float* x, float* y, int
       TG_ASSERT(false, "unary_vector_f32: no vector version of ", backend::unary_op_name(op));
   }
 }
-
-}  // namespace
 
 // Overwrites out. The ops with kIntegers (math/unary.h) also run on integers. The scalars are
 // converted to T once and copied into each chunk's loop, where they stay in registers: an op
@@ -98,6 +96,13 @@ void unary_backward(UnaryOp op, math::Scalars<double> scalars, const Tensor& gra
       map_ternary<T, T, T, T>(grad_x, grad, x, y, [params](T g, T a, T r) { return Op::backward(g, a, r, params); });
     });
   });
+}
+
+}  // namespace
+
+void register_unary(backend::KernelTable& t) {
+  t.unary = unary;
+  t.unary_backward = unary_backward;
 }
 
 }  // namespace tapegrad::cpu

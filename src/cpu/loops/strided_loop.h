@@ -7,8 +7,8 @@
 #include <array>
 #include <vector>
 
-#include "cpu/convert_16bit.h"
-#include "cpu/parallel.h"
+#include "cpu/half/convert_16bit.h"
+#include "cpu/loops/parallel.h"
 #include "tapegrad/core/tensor.h"
 
 namespace tapegrad::cpu {

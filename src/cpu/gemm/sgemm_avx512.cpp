@@ -13,7 +13,7 @@
 // (2 threads) packed A was up to 12% slower, and a third slower for an LSTM's backward step
 // ([64, 512] x [512, 128]). Only A with strided rows (a transposed operand) is packed, in blocks
 // that stay in L2.
-#include "cpu/sgemm_avx512.h"
+#include "cpu/gemm/sgemm_avx512.h"
 
 #include <omp.h>
 

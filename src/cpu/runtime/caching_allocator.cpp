@@ -1,6 +1,6 @@
 // The CPU caching allocator (see caching_allocator.h): size-classed free lists under one mutex,
 // bounded by a byte limit, over 64-byte aligned blocks from the C library.
-#include "cpu/caching_allocator.h"
+#include "cpu/runtime/caching_allocator.h"
 
 #include <algorithm>
 #include <array>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/register.h"
 #include "profiler/record.h"
 #include "tapegrad/core/error.h"
 
@@ -264,6 +265,10 @@ void set_cpu_cache_limit(size_t bytes) {
 size_t cpu_allocation_size(size_t nbytes) {
   TG_CHECK(nbytes > 0 && nbytes <= kLargestRequest, "cpu_allocation_size: no size class for ", nbytes, " bytes");
   return class_bytes(size_class(nbytes));
+}
+
+void register_allocator(backend::KernelTable& t) {
+  t.allocator = &cpu_allocator();
 }
 
 }  // namespace tapegrad::cpu

@@ -3,18 +3,20 @@
 // one output row or column is a matrix-vector product: GEMV reads the matrix once, where GEMM would
 // first pack all of it (the whole cost of an LSTM step at batch 1). Float products may instead go
 // through tapegrad's own AVX-512 kernel (sgemm_avx512.cpp says when and why).
+#include "cpu/gemm/gemm.h"
+
 #include <cblas.h>
 
 #include <vector>
 
 #include "backend/kernel_tensors.h"
-#include "cpu/convert_16bit.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/gemm_rows.h"
-#include "cpu/parallel.h"
-#include "cpu/sbgemm.h"
-#include "cpu/sgemm_avx512.h"
+#include "cpu/gemm/gemm_rows.h"
+#include "cpu/gemm/sbgemm.h"
+#include "cpu/gemm/sgemm_avx512.h"
+#include "cpu/half/convert_16bit.h"
+#include "cpu/kernels/shared_kernels.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
 
 namespace tapegrad::cpu {
 
@@ -239,8 +241,6 @@ void matrix_times_column(const Tensor& a, const Tensor& b, T* out, int64_t ldc, 
   }
 }
 
-}  // namespace
-
 // out = alpha * a @ b + beta * out. Accumulates into out when beta = 1; out must have unit column
 // stride (the ops allocate it contiguous).
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
@@ -289,8 +289,6 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
                  static_cast<const T*>(ob.tensor.data_ptr()), alpha, beta);
   });
 }
-
-namespace {
 
 // Calls f with t's data as const float* or const BFloat16* (the two types of a bf16 product's operands).
 template <class F>
@@ -369,6 +367,8 @@ void gemm_mixed(const Tensor& a, const Tensor& b, const Tensor& out, double alph
   mixed_product(a, b, out, alpha, beta, products, Tensor());
 }
 
+namespace {
+
 // Note [the bias in the float32 sums]: linear's bias, copied into every row of its output for the
 // product to add to (beta = 1), costs a bf16 output twice under autocast: the copy rounds it into
 // out, and the product widens out back into the float32 sums it rounds from. Here the bias is
@@ -400,6 +400,8 @@ void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
     gemm_mixed(a, b, out, 1.0, 1.0, products);
   }
 }
+
+}  // namespace
 
 // C = A B + beta C, all row-major with unit column stride (gemm_rows.h). One row goes through the
 // GEMV paths above (serial when small); the rest through the same GEMMs as gemm().
@@ -436,11 +438,22 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, co
   gemm_rows_impl<double>(m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+
 // The same per batch: one BLAS call per matrix (OpenBLAS threads inside each call).
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
   const int64_t batch = a.size(0);
   for (int64_t i = 0; i < batch; ++i)
     gemm(a.detach().select(0, i), b.detach().select(0, i), out.detach().select(0, i), alpha, beta);
+}
+
+}  // namespace
+
+void register_gemm(backend::KernelTable& t) {
+  t.gemm = gemm;
+  t.gemm_mixed = gemm_mixed;
+  t.gemm_bias = gemm_bias;
+  t.bmm = bmm;
 }
 
 }  // namespace tapegrad::cpu

@@ -10,7 +10,7 @@
 // converted to bf16 rows per call (vcvtneps2bf16, which rounds to nearest even and, unlike the
 // scalar conversion, flushes denormals to zero). Elsewhere the operands are rounded the same way
 // (scalar) and multiplied by the f32 GEMM, so results agree to within the order of f32 sums.
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/sbgemm.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -20,10 +20,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "cpu/bf16_round.h"
-#include "cpu/convert_16bit.h"
-#include "cpu/sbgemm_amx.h"
-#include "cpu/sgemm_avx512.h"
+#include "cpu/gemm/sbgemm_amx.h"
+#include "cpu/gemm/sgemm_avx512.h"
+#include "cpu/half/bf16_round.h"
+#include "cpu/half/convert_16bit.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/runtime.h"
 

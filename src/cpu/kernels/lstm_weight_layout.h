@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "cpu/sbgemm.h"
+#include "cpu/gemm/sbgemm.h"
 #include "tapegrad/core/tensor.h"
 
 namespace tapegrad::cpu {

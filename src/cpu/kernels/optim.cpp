@@ -21,9 +21,9 @@
 
 #include <algorithm>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/register.h"
 
 // The library is built for the baseline x86-64 so that it runs anywhere; the hot loops are also
 // compiled for AVX2 and AVX-512 and the best one the CPU supports is picked once, at load time
@@ -265,8 +265,6 @@ void check_floating_params(const std::vector<Entry>& entries, const char* op) {
   for (const Entry& e : entries) dispatch_floating(e.param.dtype(), op, [](auto) {});
 }
 
-}  // namespace
-
 // Updates param and momentum_buffer in place.
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const math::SgdHyper& hyper) {
   const SgdPlan plan(hyper);
@@ -315,6 +313,15 @@ void adam_step_many(const std::vector<backend::AdamTensors>& params, const math:
     else
       plan.run(adam_pointers<double>(e.param, e.grad, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq), begin, end);
   });
+}
+
+}  // namespace
+
+void register_optim(backend::KernelTable& t) {
+  t.sgd_step = sgd_step;
+  t.adam_step = adam_step;
+  t.sgd_step_many = sgd_step_many;
+  t.adam_step_many = adam_step_many;
 }
 
 }  // namespace tapegrad::cpu

@@ -7,10 +7,10 @@
 
 #include <cmath>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
-#include "cpu/vec_math.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
+#include "cpu/register.h"
 #include "math/cross_entropy.h"
 
 namespace tapegrad::cpu {
@@ -184,8 +184,6 @@ void run_cross_entropy_backward_rows(const double* g, int64_t g_stride, const do
   cross_entropy_backward_rows(g, g_stride, z, t, lse, gz, classes, ignore_index, smoothing, r0, r1);
 }
 
-}  // namespace
-
 // Overwrites out; x and out are contiguous [rows, cols].
 void softmax(const Tensor& x, const Tensor& out, bool log) {
   const int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
@@ -260,6 +258,15 @@ void cross_entropy_backward(const Tensor& grad_losses, const Tensor& count, cons
       run_cross_entropy_backward_rows(g, g_stride, z, t, lse, gz, classes, ignore_index, smoothing, b, e);
     });
   });
+}
+
+}  // namespace
+
+void register_softmax(backend::KernelTable& t) {
+  t.softmax = softmax;
+  t.softmax_backward = softmax_backward;
+  t.cross_entropy = cross_entropy;
+  t.cross_entropy_backward = cross_entropy_backward;
 }
 
 }  // namespace tapegrad::cpu

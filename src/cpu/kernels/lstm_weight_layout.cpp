@@ -1,11 +1,11 @@
 // The CPU LSTM recurrence's weight layouts. About 1 ms each for a 256-in, 512-unit layer: a sixth of
 // what an extra call of the layer costs, paid by each of activation checkpointing's recomputations
 // unless kept (Note [kept weight layouts]).
-#include "cpu/lstm_weight_layout.h"
+#include "cpu/kernels/lstm_weight_layout.h"
 
 #include "backend/kernel_tensors.h"
 #include "backend/weight_layouts.h"
-#include "cpu/cpu_kernels.h"
+#include "cpu/kernels/shared_kernels.h"
 
 namespace tapegrad::cpu {
 

@@ -5,13 +5,13 @@
 // the bits, 32 lanes to a vector. The results have the float path's bits for every input: a NaN
 // comes out as the NaN that rounding produces (core/half.h), and -0 passes relu as it is, since
 // -0 < 0 is false.
-#include "cpu/relu_16bit.h"
+#include "cpu/half/relu_16bit.h"
 
 #include <cstdint>
 #include <initializer_list>
 
-#include "cpu/parallel.h"
-#include "cpu/vec_math.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
 
 namespace tapegrad::cpu {
 

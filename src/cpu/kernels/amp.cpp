@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <atomic>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/register.h"
 
 namespace tapegrad::cpu {
 
@@ -42,8 +42,6 @@ bool unscale_segment(const Tensor& grad, int64_t begin, int64_t end, float inv_s
   }
 }
 
-}  // namespace
-
 // Updates every gradient in place; sets *found_inf to 1 if any element was not finite.
 void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
   const char* op = "non_finite_check_and_unscale";
@@ -70,6 +68,12 @@ void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor
     if (non_finite) any_non_finite.store(true, std::memory_order_relaxed);
   });
   if (any_non_finite.load()) *static_cast<float*>(found_inf.data_ptr()) = 1.0f;
+}
+
+}  // namespace
+
+void register_amp(backend::KernelTable& t) {
+  t.non_finite_check_and_unscale = non_finite_check_and_unscale;
 }
 
 }  // namespace tapegrad::cpu

@@ -1,5 +1,5 @@
-// The fused LSTM cell on the CPU: one pass over [B, H] per timestep, parallel over rows when a
-// step has enough work; and the whole recurrence of a layer, parallel over slices of the batch.
+// The whole recurrence of an LSTM layer on the CPU, parallel over slices of the batch; the cell's
+// pointwise step is one pass over a row's gates.
 // Float runs the shared formulas with the vectorisable activations of vec_math.h, compiled per
 // instruction set; double keeps the math library's (the gradchecks).
 #include "math/lstm.h"
@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "backend/kernel_tensors.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/gemm_rows.h"
-#include "cpu/lstm_weight_layout.h"
-#include "cpu/parallel.h"
-#include "cpu/sbgemm.h"
-#include "cpu/vec_math.h"
+#include "cpu/gemm/gemm_rows.h"
+#include "cpu/gemm/sbgemm.h"
+#include "cpu/kernels/lstm_weight_layout.h"
+#include "cpu/kernels/shared_kernels.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
 
 namespace tapegrad::cpu {
 
@@ -314,6 +314,11 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
       }
     }
   });
+}
+
+void register_lstm(backend::KernelTable& t) {
+  t.lstm_recurrence_forward = lstm_recurrence_forward;
+  t.lstm_recurrence_backward = lstm_recurrence_backward;
 }
 
 }  // namespace tapegrad::cpu

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cpu/sgemm_avx512.h"
+#include "cpu/gemm/sgemm_avx512.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/runtime.h"
 

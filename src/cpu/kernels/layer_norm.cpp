@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "backend/kernel_tensors.h"
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
-#include "cpu/vec_math.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
+#include "cpu/register.h"
 
 namespace tapegrad::cpu {
 
@@ -165,8 +165,6 @@ void run_layer_norm_backward_rows(const double* dy, const double* x, const doubl
 // therefore the same for every thread count, and the partials take at most kMaxBlocks * 2 * cols.
 constexpr int64_t kMaxBlocks = 256;
 
-}  // namespace
-
 // Overwrites y, mean and rstd; x and y contiguous [rows, cols].
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
@@ -230,6 +228,13 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
       }
     });
   });
+}
+
+}  // namespace
+
+void register_layer_norm(backend::KernelTable& t) {
+  t.layer_norm = layer_norm;
+  t.layer_norm_backward = layer_norm_backward;
 }
 
 }  // namespace tapegrad::cpu

@@ -5,9 +5,9 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/register.h"
 
 namespace tapegrad::cpu {
 
@@ -106,8 +106,6 @@ void reduce_typed(ReduceOp op, const T* x, Out* out, int64_t outer, int64_t redu
                });
 }
 
-}  // namespace
-
 // Overwrites out. Sums of integers are written as int64 (out's dtype decides).
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduced, int64_t inner) {
   TG_ASSERT(x.is_contiguous() && out.is_contiguous());
@@ -163,6 +161,13 @@ void reduce_with_index(ReduceOp op, const Tensor& x, const Tensor& values, const
                    }
                  });
   });
+}
+
+}  // namespace
+
+void register_reduce(backend::KernelTable& t) {
+  t.reduce = reduce;
+  t.reduce_with_index = reduce_with_index;
 }
 
 }  // namespace tapegrad::cpu

@@ -3,9 +3,9 @@
 // [16-bit operands] in strided_loop.h).
 #include <cmath>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/strided_loop.h"
+#include "cpu/kernels/shared_kernels.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/strided_loop.h"
 #include "math/op_switch.h"
 #include "math/select.h"
 
@@ -24,6 +24,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
     });
   });
 }
+
+namespace {
 
 // Overwrites the bool out.
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -55,6 +57,15 @@ void clamp(const Tensor& x, double min, double max, const Tensor& out) {
     using T = typename decltype(tag)::type;
     map_unary<T, T>(out, x, [min, max](T v) { return math::clamp_value(v, min, max); });
   });
+}
+
+}  // namespace
+
+void register_pointwise(backend::KernelTable& t) {
+  t.binary = binary;
+  t.compare = compare;
+  t.where = where;
+  t.clamp = clamp;
 }
 
 }  // namespace tapegrad::cpu

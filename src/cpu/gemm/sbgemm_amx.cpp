@@ -17,12 +17,12 @@
 // without the grant the first tile instruction would fault, so available() asks once and says no
 // if refused. Each call configures the tiles and releases them at the end: a thread that holds
 // tile state makes every context switch save it.
-#include "cpu/sbgemm_amx.h"
+#include "cpu/gemm/sbgemm_amx.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/bf16_round.h"
+#include "cpu/half/bf16_round.h"
 
 #if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define TG_HAVE_AMX 1

@@ -1,9 +1,9 @@
 // index_select / index_add / gather / scatter_add on the CPU. Indices were range-checked by the ops.
 #include <cstring>
 
-#include "cpu/cpu_kernels.h"
-#include "cpu/dtype_dispatch.h"
-#include "cpu/parallel.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/register.h"
 
 namespace tapegrad::cpu {
 
@@ -35,8 +35,6 @@ void for_each_index(const Tensor& index, int64_t dim, const F& f) {
     for (int64_t j = 0; j < a.extent; ++j)
       for (int64_t i = 0; i < a.inner; ++i) f(o, j, i, idx[(o * a.extent + j) * a.inner + i]);
 }
-
-}  // namespace
 
 // Overwrites out. x, index and out contiguous.
 void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out,
@@ -113,6 +111,15 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
       o[(outer * oa.extent + at) * oa.inner + i] += s[(outer * sa.extent + j) * sa.inner + i];
     });
   });
+}
+
+}  // namespace
+
+void register_indexing(backend::KernelTable& t) {
+  t.index_select = index_select;
+  t.index_add = index_add;
+  t.gather = gather;
+  t.scatter_add = scatter_add;
 }
 
 }  // namespace tapegrad::cpu
