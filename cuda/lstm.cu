@@ -2,10 +2,10 @@
 // (row, hidden unit) handling its four gates, with the arithmetic of src/math/lstm.h (the CPU's).
 // Gates are laid out [B, 4H] with gate q of unit j at q * H + j, as PyTorch and cuDNN order them.
 // 16-bit tensors are computed in f32.
-#include "cuda_kernels.h"
-#include "dispatch.h"
-#include "launch.h"
+#include "kernels/dispatch.h"
+#include "kernels/launch.h"
 #include "math/lstm.h"
+#include "register.h"
 #include "tapegrad/cuda/device.h"
 
 namespace tapegrad::cuda_backend {
