@@ -1,4 +1,4 @@
-// The CUDA lstm_recurrence_forward/backward slots (cuda/lstm_recurrence.cu) against the CPU's on
+// The CUDA lstm_recurrence_forward/backward slots (cuda/kernels/lstm_recurrence.cu) against the CPU's on
 // the same inputs: gates, states and every gradient, both directions, padded lengths, bf16
 // products, f64, hidden sizes up to and beyond the persistent kernel's limit, small batches (the
 // persistent kernel) and large ones (one GEMM per step). Which path ran is checked through the

@@ -10,8 +10,8 @@
 
 #include <thread>
 
-#include "../cuda_check.h"
 #include "distributed/deadline.h"
+#include "runtime/cuda_check.h"
 #include "tapegrad/cuda/device.h"
 #include "tapegrad/cuda/memory.h"
 #include "tapegrad/cuda/stream.h"

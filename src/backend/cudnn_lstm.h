@@ -1,4 +1,4 @@
-// The kernels of cuDNN's LSTM (the CUDA backend fills them in cuda/cudnn_lstm.cpp; on the CPU the
+// The kernels of cuDNN's LSTM (the CUDA backend fills them in cuda/cudnn/cudnn_lstm.cpp; on the CPU the
 // slot stays empty). They take tapegrad tensors only, so CPU code can include this header; every
 // cuDNN type stays inside cuda/.
 //

@@ -1,6 +1,6 @@
 // lstm_cudnn: the whole LSTM stack as one tape node over cuDNN's RNN calls. This file holds the
 // checks, the preparation of the inputs and the backward wiring; the cuDNN calls themselves live in
-// cuda/cudnn_lstm.cpp behind the kernel table's cudnn_lstm slot, so this file builds without CUDA.
+// cuda/cudnn/cudnn_lstm.cpp behind the kernel table's cudnn_lstm slot, so this file builds without CUDA.
 // Under autocast, float32 inputs run in the autocast type inside the one node: converted on the
 // way in, the outputs and gradients converted back, the weights converted only when they are packed.
 #include <algorithm>

@@ -70,7 +70,7 @@ struct SessionResult {
 };
 SessionResult end_session(int64_t session);
 
-// NVTX ranges (cuda/nvtx.cpp in a CUDA build, no-ops otherwise).
+// NVTX ranges (cuda/runtime/nvtx.cpp in a CUDA build, no-ops otherwise).
 void nvtx_push(const char* name);
 void nvtx_pop();
 

@@ -1,4 +1,4 @@
-// Note [cuBLAS on first use] (cuda/cublas_loader.h): a process that multiplies nothing on a GPU never
+// Note [cuBLAS on first use] (cuda/blas/cublas_loader.h): a process that multiplies nothing on a GPU never
 // opens cuBLAS, and the first use resolves every entry point the backend calls. CUDA builds only;
 // no GPU needed.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "cublas_loader.h"
+#include "blas/cublas_loader.h"
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad {

@@ -1,4 +1,4 @@
-// Emulation build: the cuBLASLt calls tapegrad makes (cuda/blas_lt.cpp), with cuBLASLt's names
+// Emulation build: the cuBLASLt calls tapegrad makes (cuda/blas/blas_lt.cpp), with cuBLASLt's names
 // and values. Descriptors are checked as cuBLASLt documents them (attribute sizes, layouts that fit
 // op(A) [m, k], op(B) [k, n], C and D [m, n], leading dimensions, type combinations, the bias
 // pointer an epilogue needs); an algorithm from cublasLtMatmulAlgoGetHeuristic is valid only for

@@ -79,14 +79,14 @@ T shuffle_as(WarpOp op, unsigned mask, T value, int arg, int width) {
 #define gridDim (::tapegrad_emu::this_thread().grid_dim)
 constexpr int warpSize = 32;
 
-// A static __shared__ array, as cuda/launch.h declares one. The address of a function-local static
+// A static __shared__ array, as cuda/kernels/launch.h declares one. The address of a function-local static
 // names the site: one per declaration and per kernel instantiation.
 #define TG_SHARED_ARRAY(type, name, count)     \
   static const char name##_emulated_site_ = 0; \
   type* name = static_cast<type*>(             \
       ::tapegrad_emu::shared_array(&name##_emulated_site_, sizeof(type) * (count), alignof(type), #name))
 
-// The launch's dynamic shared memory, as cuda/launch.h declares it (extern __shared__ there).
+// The launch's dynamic shared memory, as cuda/kernels/launch.h declares it (extern __shared__ there).
 #define TG_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::tapegrad_emu::dynamic_shared())
 
 inline void __syncthreads() {

@@ -1,5 +1,5 @@
 // Emulation build: TG_LAUNCH_KERNEL, the one way tapegrad's CUDA code launches a kernel (see
-// cuda/launch.h). Here it copies the arguments at the launch, as CUDA does, and hands the kernel
+// cuda/kernels/launch.h). Here it copies the arguments at the launch, as CUDA does, and hands the kernel
 // with them to the runtime, which checks the configuration and the pointer arguments at once and
 // queues the grid on the stream; the grid runs when that stream is next synchronised.
 #pragma once
@@ -128,7 +128,7 @@ class CooperativeLauncher {
 #define TG_EMU_LAUNCH_KERNEL(grid, block, dynamic_shared_bytes, stream, ...)        \
   ::tapegrad_emu::Launcher(#__VA_ARGS__, grid, block, dynamic_shared_bytes, stream, \
                            [](auto&... kernel_arguments_) { __VA_ARGS__(kernel_arguments_...); })
-// tapegrad's cuda/launch.h wraps both launch macros to count launches; code that includes only
+// tapegrad's cuda/kernels/launch.h wraps both launch macros to count launches; code that includes only
 // the emulator (its own tests) launches through this.
 #define TG_LAUNCH_KERNEL TG_EMU_LAUNCH_KERNEL
 #define TG_LAUNCH_COOPERATIVE_KERNEL TG_EMU_LAUNCH_COOPERATIVE_KERNEL
