@@ -3,6 +3,7 @@
 // state after processing time t, whichever direction the layer runs.
 #include <limits>
 
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
@@ -111,7 +112,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   auto time_of = [&](int64_t s) { return reverse ? steps - 1 - s : s; };
   // Under autocast the products run in the low type (amp/autocast.h): in the whole-recurrence kernel
   // where the backend has one, else in each GEMM below.
-  const DType products = amp::product_dtype(device, dtype);
+  const DType products = amp::autocast_inputs(amp::AutocastOp::lstm, {&x}).products;
   auto forward_recurrence = backend::kernels(device).lstm_recurrence_forward;
   auto gemm = [&](const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
     gemm_as("lstm", products, a, b, out, alpha, beta);
