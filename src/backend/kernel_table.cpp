@@ -1,15 +1,17 @@
 // The per-device dispatch tables and their one-time registration.
 #include "backend/kernel_table.h"
 
+#include <atomic>
 #include <mutex>
 
-#include "profiler/record.h"
+#include "backend/allocator_stats.h"
 
 namespace tapegrad::backend {
 
 namespace {
 KernelTable g_tables[kNumDeviceKinds];
 std::once_flag g_registered;
+std::atomic<const KernelTable*> g_decorator{nullptr};
 }  // namespace
 
 KernelTable& mutable_kernels(DeviceKind kind) {
@@ -25,9 +27,19 @@ const KernelTable& registered_kernels(DeviceKind kind) {
 }
 
 const KernelTable& kernels(DeviceKind kind) {
-  // The one branch a dispatch pays for the profiler.
-  if (profiler::detail::active()) return profiled_kernels(kind);
+  // The one branch a dispatch pays for a decorator (the profiler's).
+  if (const KernelTable* decorated = g_decorator.load(std::memory_order_acquire))
+    return decorated[static_cast<int>(kind)];
   return registered_kernels(kind);
+}
+
+void set_kernel_decorator(const KernelTable* tables) {
+  g_decorator.store(tables, std::memory_order_release);
+}
+
+int64_t allocated_bytes(Device device) {
+  auto* counting = dynamic_cast<CountingAllocator*>(registered_kernels(device.kind()).allocator);
+  return counting != nullptr ? counting->allocated_bytes(device) : 0;
 }
 
 void missing_kernel(const char* kernel, DeviceKind kind) {
@@ -35,30 +47,6 @@ void missing_kernel(const char* kernel, DeviceKind kind) {
       "no ", device_kind_name(kind), " kernel for ", kernel,
       kind == DeviceKind::CUDA && !cuda::is_available() ? " (this build or machine has no CUDA backend)" : ""));
 }
-
-#define TG_OP_NAME(Enum, name, Formula) \
-  case Kind::Enum:                      \
-    return name;
-
-const char* unary_op_name(UnaryOp op) {
-  using Kind = UnaryOp;
-  switch (op) { TG_UNARY_OPS(TG_OP_NAME) }
-  return "?";
-}
-
-const char* binary_op_name(BinaryOp op) {
-  using Kind = BinaryOp;
-  switch (op) { TG_BINARY_OPS(TG_OP_NAME) }
-  return "?";
-}
-
-const char* compare_op_name(CompareOp op) {
-  using Kind = CompareOp;
-  switch (op) { TG_COMPARE_OPS(TG_OP_NAME) }
-  return "?";
-}
-
-#undef TG_OP_NAME
 
 std::vector<SlotStatus> slot_status(const KernelTable& table) {
   return {

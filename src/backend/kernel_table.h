@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/device_checks.h"
-#include "math/op_list.h"
+#include "math/ops.h"
 #include "math/optim.h"
 #include "math/scalars.h"
 #include "tapegrad/core/error.h"
@@ -22,23 +22,17 @@
 
 namespace tapegrad::backend {
 
-// The elementwise op kinds, generated from math/op_list.h (one line per op there).
-#define TG_OP_ENUMERATOR(Enum, name, Formula) Enum,
-enum class UnaryOp { TG_UNARY_OPS(TG_OP_ENUMERATOR) };
-enum class BinaryOp { TG_BINARY_OPS(TG_OP_ENUMERATOR) };
-enum class CompareOp { TG_COMPARE_OPS(TG_OP_ENUMERATOR) };
-#undef TG_OP_ENUMERATOR
-enum class ReduceOp { Sum, Mean, Max, Min };
-
-#define TG_OP_COUNT(Enum, name, Formula) +1
-constexpr int kNumUnaryOps = 0 TG_UNARY_OPS(TG_OP_COUNT);
-constexpr int kNumBinaryOps = 0 TG_BINARY_OPS(TG_OP_COUNT);
-constexpr int kNumCompareOps = 0 TG_COMPARE_OPS(TG_OP_COUNT);
-#undef TG_OP_COUNT
-
-const char* unary_op_name(UnaryOp op);
-const char* binary_op_name(BinaryOp op);
-const char* compare_op_name(CompareOp op);
+// The elementwise op kinds and the reduction kinds (math/ops.h, generated from math/op_list.h).
+using math::binary_op_name;
+using math::BinaryOp;
+using math::compare_op_name;
+using math::CompareOp;
+using math::kNumBinaryOps;
+using math::kNumCompareOps;
+using math::kNumUnaryOps;
+using math::ReduceOp;
+using math::unary_op_name;
+using math::UnaryOp;
 
 // One parameter's tensors for the multi-tensor optimiser slots (undefined where unused).
 struct SgdTensors {
@@ -72,12 +66,17 @@ struct SlotStatus {
 };
 std::vector<SlotStatus> slot_status(const KernelTable& table);
 
-// The table of one device kind (both backends registered on first use). While a profiler runs,
-// this is a copy whose kernels record profiler events (profiler/profiled_kernels.cpp).
+// The table of one device kind (both backends registered on first use), or, while a decorator is
+// installed, the decorator's table of that kind.
 const KernelTable& kernels(DeviceKind kind);
-// The registered table itself, never the profiled copy.
+// The registered table itself, never a decorator's.
 const KernelTable& registered_kernels(DeviceKind kind);
-const KernelTable& profiled_kernels(DeviceKind kind);
+// Installs a decorator: from then on kernels(kind) hands out tables[kind] (an array of
+// kNumDeviceKinds tables that lives as long as the program), whose slots typically wrap the
+// registered kernels; nullptr removes it. One at a time: the profiler installs its recording tables
+// (profiler/profiled_kernels.cpp) while a session runs. A dispatch racing the switch gets either
+// table, so a decorator's kernels must stay valid after it is removed.
+void set_kernel_decorator(const KernelTable* tables);
 inline const KernelTable& kernels(Device device) {
   return kernels(device.kind());
 }

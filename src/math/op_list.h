@@ -1,5 +1,5 @@
-// Every elementwise op kind, listed once as (Enum, "name", Formula). The backend enums and op
-// names (backend/kernel_table.h), the formula switches and the per-op facts (math/op_switch.h) are
+// Every elementwise op kind, listed once as (Enum, "name", Formula). The op enums and op names
+// (math/ops.h), the formula switches and the per-op facts (math/op_switch.h) are
 // generated from these lists; a new op of a kind is one line here plus its formula struct.
 // A unary op's facts (integers, cost, what its backward reads) are members of its formula struct
 // (math/unary.h); its scalar parameters travel in math::Scalars through the same kernel slot.

@@ -4,6 +4,7 @@
 // exp only ever sees -|x| <= 0, so nothing overflows for any finite x. At x = 0 the kinks of min
 // and |x| meet; minimum splits a tie's gradient evenly and |x|' is 0 there, which gives the
 // true derivative sigmoid(0) - y = 0.5 - y.
+#include "amp/policy.h"
 #include "ops/elementwise_loss.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/elementwise.h"
@@ -29,7 +30,8 @@ Tensor log1p_small(const Tensor& u) {
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options) {
-  if (auto f = autocast_float32({input, target})) return binary_cross_entropy_with_logits((*f)[0], (*f)[1], options);
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::binary_cross_entropy_with_logits, {&input, &target}).float32)
+    return binary_cross_entropy_with_logits((*f)[0], (*f)[1], options);
   const char* op = "binary_cross_entropy_with_logits";
   check_elementwise_loss(op, input, target);
   if (options.weight.defined()) check_loss_weight(op, "weight", options.weight, input);

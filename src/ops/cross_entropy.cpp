@@ -5,6 +5,7 @@
 // cross_entropy is composed from log_softmax and the weighted NLL instead, reduced by ordinary ops.
 #include <cmath>
 
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
@@ -143,7 +144,8 @@ Tensor weighted_cross_entropy(const LossInputs& in, const CrossEntropyOptions& o
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
-  if (auto f = autocast_float32({logits})) return cross_entropy((*f)[0], target, options);
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::cross_entropy, {&logits}).float32)
+    return cross_entropy((*f)[0], target, options);
   LossInputs in = check_loss_inputs("cross_entropy", logits, target);
   TG_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
            "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
@@ -194,7 +196,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& options) {
-  if (auto f = autocast_float32({log_probs})) return nll_loss((*f)[0], target, options);
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::nll_loss, {&log_probs}).float32)
+    return nll_loss((*f)[0], target, options);
   LossInputs in = check_loss_inputs("nll_loss", log_probs, target);
   TG_CHECK(options.label_smoothing == 0.0, "nll_loss: label_smoothing is a cross_entropy option");
   Counted counted =
@@ -208,7 +211,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (auto f = autocast_float32({input, target})) return mse_loss((*f)[0], (*f)[1], reduction);
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::mse_loss, {&input, &target}).float32)
+    return mse_loss((*f)[0], (*f)[1], reduction);
   check_defined("mse_loss", input, "input");
   check_defined("mse_loss", target, "target");
   TG_CHECK(input.sizes() == target.sizes(), "mse_loss: input ", shape_str(input.sizes()), " and target ",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/normalization.h"
 
@@ -37,7 +38,7 @@ Tensor flat_parameter(const Tensor& t, int64_t n) {
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (auto f = autocast_float32({input, weight, bias}))
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::layer_norm, {&input, &weight, &bias}).float32)
     return layer_norm((*f)[0], normalized_shape, (*f)[1], (*f)[2], eps);
   check_defined("layer_norm", input);
   TG_CHECK(!normalized_shape.empty(), "layer_norm: normalized_shape must have at least one dim, got []");

@@ -4,6 +4,7 @@
 // h_all[t] is the state after processing time t, whichever direction the layer runs.
 #include <limits>
 
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
@@ -185,7 +186,7 @@ LstmLayerOutput lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
   Tensor gates = empty_tensor({steps, batch, 4 * hidden}, dtype, device);
   Tensor h_all = empty_tensor({steps, batch, hidden}, dtype, device);
   Tensor c_all = empty_tensor({steps, batch, hidden}, dtype, device);
-  const DType products = amp::product_dtype(device, dtype);
+  const DType products = amp::autocast_inputs(amp::AutocastOp::lstm, {&x}).products;
   backend::kernels(device).lstm_recurrence_forward(xs, plain(w_ih), plain(w_hh), plain(b_ih), plain(b_hh), h_init,
                                                    c_init, gates, h_all, c_all, lens, reverse, products);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "amp/policy.h"
 #include "backend/cudnn_lstm.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
@@ -173,7 +174,7 @@ LstmStackOutput lstm_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, 
            ": no cuDNN LSTM on ", x.device(), " (this build or machine has no CUDA backend)");
   const Device device = x.device();
   const DType dtype = x.dtype();
-  const DType run = amp::product_dtype(device, dtype);  // what cuDNN computes in
+  const DType run = amp::autocast_inputs(amp::AutocastOp::lstm, {&x}).products;  // what cuDNN computes in
   const TensorOptions like = TensorOptions(dtype).device(device);
   const Shape output_shape = options.batch_first ? Shape{s.batch, s.steps, s.hidden * s.directions}
                                                  : Shape{s.steps, s.batch, s.hidden * s.directions};

@@ -5,6 +5,7 @@
 // same precision (the choice is made when the forward runs and kept by its tape node), and each
 // gradient is computed straight into its input's dtype (a float32 weight's gradient keeps its
 // float32 sums).
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
@@ -41,7 +42,7 @@ Tensor product_into(DType dtype, DType products, const Tensor& a, const Tensor& 
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("mm", a, b, 2);
-  const DType products = autocast_products("mm", a.device(), {&a, &b});
+  const DType products = amp::autocast_inputs(amp::AutocastOp::mm, {&a, &b}).products;
   Tensor out = empty_tensor({a.size(0), b.size(1)}, products, a.device());
   gemm_as("mm", products, a, b, out, 1.0, 0.0);
   if (any_requires_grad({a, b})) {
@@ -65,7 +66,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   check_matmul_operands("bmm", a_in, b_in, 3);
   // Under autocast both operands in the low type (recorded casts), as PyTorch's autocast does.
-  const DType products = autocast_products("bmm", a_in.device(), {&a_in, &b_in});
+  const DType products = amp::autocast_inputs(amp::AutocastOp::bmm, {&a_in, &b_in}).products;
   const Tensor a = cast(a_in, products), b = cast(b_in, products);
   TG_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   Tensor out = empty_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
@@ -86,7 +87,7 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, double beta,
   check_defined("addmm", input, "input");
   check_same_device("addmm", input, a);
   check_floating("addmm", input);
-  const DType products = autocast_products("addmm", a.device(), {&input, &a, &b});
+  const DType products = amp::autocast_inputs(amp::AutocastOp::addmm, {&input, &a, &b}).products;
   Shape shape{a.size(0), b.size(1)};
   TG_CHECK(broadcast_shapes("addmm", input.sizes(), shape) == shape, "addmm: input of shape ", shape_str(input.sizes()),
            " cannot be broadcast to ", shape_str(shape));
@@ -131,7 +132,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   TG_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
            " cannot be multiplied (", k_a, " != ", k_b, ")");
   check_same_device("matmul", a, b);
-  autocast_products("matmul", a.device(), {&a, &b});  // the same dtype, or both autocast's
+  amp::autocast_inputs(amp::AutocastOp::matmul, {&a, &b}).products;  // the same dtype, or both autocast's
   if (a.dim() == 1 && b.dim() == 1) {
     return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   }
@@ -185,7 +186,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              " does not match weight ", shape_str(weight.sizes()));
     check_same_device("linear", x, bias);
   }
-  const DType products = autocast_products("linear", x.device(), {&x, &weight, &bias});
+  const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
   if (x.dim() != 2) {
     // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
     Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});

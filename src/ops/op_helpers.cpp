@@ -2,7 +2,6 @@
 #include "ops/op_helpers.h"
 
 #include "backend/kernel_tensors.h"
-#include "tapegrad/amp/autocast.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/reduction.h"
 
@@ -89,33 +88,6 @@ Tensor expand_raw(const Tensor& t, const Shape& shape) {
   Shape strides(shape.size(), 0);
   for (int64_t d = 0; d < t.dim(); ++d) strides[d + lead] = t.size(d) == 1 ? 0 : t.stride(d);
   return make_view(t, shape, strides, t.storage_offset());
-}
-
-DType autocast_products(const char* op, const Device& device, std::initializer_list<const Tensor*> operands) {
-  if (amp::is_autocast_enabled(device.kind())) {
-    const DType low = amp::autocast_dtype(device.kind());
-    bool all = true;
-    for (const Tensor* t : operands) all = all && (!t->defined() || t->dtype() == kFloat32 || t->dtype() == low);
-    if (all) return low;
-  }
-  const Tensor* first = nullptr;
-  for (const Tensor* t : operands) {
-    if (!t->defined()) continue;
-    if (first == nullptr) first = t;
-    TG_CHECK(t->dtype() == first->dtype(), op, ": operands must have the same dtype, got ", first->dtype(), " and ",
-             t->dtype());
-  }
-  return first != nullptr ? first->dtype() : kFloat32;
-}
-
-std::optional<std::vector<Tensor>> autocast_float32(std::initializer_list<Tensor> inputs) {
-  auto is_16bit = [](const Tensor& t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); };
-  bool any = false;
-  for (const Tensor& t : inputs) any = any || (is_16bit(t) && amp::is_autocast_enabled(t.device().kind()));
-  if (!any) return std::nullopt;
-  std::vector<Tensor> out;
-  for (const Tensor& t : inputs) out.push_back(is_16bit(t) ? t.to(kFloat32) : t);
-  return out;
 }
 
 Tensor cast(const Tensor& t, DType dtype) {

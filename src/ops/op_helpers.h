@@ -43,24 +43,12 @@ Tensor expand_raw(const Tensor& t, const Shape& shape);
 // t converted to dtype (t itself when it already has it); recorded by autograd.
 Tensor cast(const Tensor& t, DType dtype);
 
-// out = alpha * a @ b + beta * out with the products in `products` (autocast_products, decided
+// out = alpha * a @ b + beta * out with the products in `products` (amp::autocast_inputs, decided
 // when the forward ran, so that backward's products match): the backend's gemm when a, b and out
 // all have that dtype, else its gemm_mixed (operands of float32 or `products`, rounded to
 // `products`, float32 sums, out float32 or `products`) under autocast.
 void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
              double beta);
-
-// What an op of autocast's lower-precision list (mm, addmm, matmul, linear, the LSTM) runs its
-// products in and returns, given its floating operands (undefined ones skipped): the autocast type
-// when autocast is on for `device` and every operand is float32 or that type (PyTorch casts them all
-// to it); otherwise their one dtype, and a mix of dtypes is an error naming the op.
-DType autocast_products(const char* op, const Device& device, std::initializer_list<const Tensor*> operands);
-
-// Autocast's float32 list (softmax, log_softmax, the losses, sum, mean, var, layer_norm): when
-// autocast is on for their device and any of `inputs` is float16 or bfloat16, all of them converted
-// to float32 (recorded by autograd; others as they are), for the op to call itself again with;
-// nothing otherwise. `if (auto f = autocast_float32({x})) return op((*f)[0]);`
-std::optional<std::vector<Tensor>> autocast_float32(std::initializer_list<Tensor> inputs);
 
 // Checks that writing into `self` in place is allowed under autograd.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other = Tensor());

@@ -1,5 +1,6 @@
 // softmax and log_softmax along any dim: the kernel works on rows of the last dim, so another dim
 // is moved last (one copy) and back.
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "tapegrad/ops/loss.h"
 
@@ -27,7 +28,8 @@ Tensor softmax_last_dim(const Tensor& x, bool log) {
 }
 
 Tensor softmax_any_dim(const Tensor& x, int64_t dim, bool log) {
-  if (auto f = autocast_float32({x})) return softmax_any_dim((*f)[0], dim, log);
+  if (auto f = amp::autocast_inputs(log ? amp::AutocastOp::log_softmax : amp::AutocastOp::softmax, {&x}).float32)
+    return softmax_any_dim((*f)[0], dim, log);
   const char* name = log ? "log_softmax" : "softmax";
   check_defined(name, x);
   check_floating(name, x);

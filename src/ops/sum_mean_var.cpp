@@ -1,5 +1,6 @@
 // sum, mean and var. The gradient of a sum is the output gradient broadcast back over the
 // reduced dims; mean scales it by 1/count; var is composed from mean and sum.
+#include "amp/policy.h"
 #include "ops/op_helpers.h"
 #include "ops/reduce_plan.h"
 #include "tapegrad/ops/creation.h"
@@ -14,7 +15,8 @@ using backend::ReduceOp;
 namespace {
 
 Tensor sum_or_mean(ReduceOp op, const char* name, const Tensor& x, const Shape& dims, bool keepdim) {
-  if (auto f = autocast_float32({x})) return sum_or_mean(op, name, (*f)[0], dims, keepdim);
+  const amp::AutocastOp autocast_op = op == ReduceOp::Mean ? amp::AutocastOp::mean : amp::AutocastOp::sum;
+  if (auto f = amp::autocast_inputs(autocast_op, {&x}).float32) return sum_or_mean(op, name, (*f)[0], dims, keepdim);
   check_defined(name, x);
   TG_CHECK(op != ReduceOp::Mean || x.is_floating_point(), name, ": expected a floating-point input, got ", x.dtype(),
            " (convert with .to(kFloat32))");
@@ -59,7 +61,7 @@ Tensor var(const Tensor& x, double correction) {
 }
 
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
-  if (auto f = autocast_float32({x})) return var((*f)[0], dims, correction, keepdim);
+  if (auto f = amp::autocast_inputs(amp::AutocastOp::var, {&x}).float32) return var((*f)[0], dims, correction, keepdim);
   check_defined("var", x);
   TG_CHECK(x.is_floating_point(), "var: expected a floating-point input, got ", x.dtype());
   ReducePlan plan = plan_reduction("var", x, dims, keepdim);  // validates dims

@@ -1,6 +1,8 @@
 // The profiled kernel tables: one per device kind, generated from backend/kernel_slots.def, whose
-// every function slot records an event around a call to the registered kernel. kernels() hands
-// these out while a profiler runs, so the ops themselves carry no profiling code.
+// every function slot records an event around a call to the registered kernel. The profiler
+// installs them as the kernel table's decorator while a session runs (backend::set_kernel_decorator,
+// from begin_session to end_session in recorder.cpp), so neither the ops nor the table carry
+// profiling code.
 //
 // Event names: the elementwise, compare and reduce slots are named by their op ("relu", "add",
 // "sum"); every other slot by its slot name ("gemm", "copy", "cross_entropy").
@@ -148,13 +150,24 @@ void fill_profiled(KernelTable* tables, std::integer_sequence<int, Kinds...>) {
   ((tables[Kinds] = make_profiled_table<Kinds>()), ...);
 }
 
-}  // namespace
-
-const KernelTable& profiled_kernels(DeviceKind kind) {
-  static KernelTable tables[kNumDeviceKinds];
+const KernelTable* profiled_tables() {
+  static KernelTable tables[kNumDeviceKinds];  // never changed once made: a late dispatch may still read them
   static std::once_flag made;
   std::call_once(made, [] { fill_profiled(tables, std::make_integer_sequence<int, kNumDeviceKinds>()); });
-  return tables[static_cast<int>(kind)];
+  return tables;
 }
 
+}  // namespace
 }  // namespace tapegrad::backend
+
+namespace tapegrad::profiler::detail {
+
+void prepare_profiled_kernels() {
+  backend::profiled_tables();
+}
+
+void install_profiled_kernels(bool on) {
+  backend::set_kernel_decorator(on ? backend::profiled_tables() : nullptr);
+}
+
+}  // namespace tapegrad::profiler::detail

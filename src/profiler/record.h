@@ -1,6 +1,6 @@
-// The profiler's recording hooks, called from the kernel table, the autograd engine, Range and
-// the allocators. Each hook starts with active(), one relaxed load: that branch is all a dispatch
-// pays while no profiler runs.
+// The profiler's recording hooks, called from the profiled kernel tables (profiled_kernels.cpp),
+// the autograd engine, Range and the allocators. Each hook starts with active(), one relaxed load: that branch is all a
+// dispatch pays while no profiler runs.
 //
 // Note [profiler events]: each thread keeps a stack of its open events; an event closes in LIFO
 // order (they are RAII scopes) and then joins the session's list under one mutex, so nesting is
@@ -60,6 +60,13 @@ class EventScope {
 
 // The name of the event of an autograd node: "linear" -> "LinearBackward", as PyTorch names them.
 std::string backward_event_name(const std::string& node_name);
+
+// The profiled kernel tables (profiled_kernels.cpp): prepare_profiled_kernels() makes them (and so
+// registers the backends) once; install_profiled_kernels(true) makes them the kernel table's
+// decorator, so that every dispatch records an event, and (false) removes them. Called by
+// begin_session and end_session.
+void prepare_profiled_kernels();
+void install_profiled_kernels(bool on);
 
 // Session control for Profiler (recorder.cpp).
 int64_t begin_session(const ProfilerOptions& options);

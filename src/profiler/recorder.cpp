@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "cpu/runtime/caching_allocator.h"
+#include "backend/allocator_stats.h"
 #include "profiler/record.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/cuda/device.h"
@@ -89,7 +89,7 @@ ThreadState* thread_state() {
 }
 
 int64_t allocator_bytes(Device d) {
-  if (d.is_cpu()) return static_cast<int64_t>(cpu::cpu_memory_stats().allocated_bytes);
+  if (d.is_cpu()) return backend::allocated_bytes(d);
   return static_cast<int64_t>(cuda::memory_stats(d.index()).allocated_bytes);
 }
 
@@ -225,6 +225,7 @@ std::string backward_event_name(const std::string& node_name) {
 }
 
 int64_t begin_session(const ProfilerOptions& options) {
+  prepare_profiled_kernels();  // outside the lock: the first call registers the backends
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mutex);
   TG_CHECK(!g_active.load(), "profiler::Profiler::start: another profiler is already running (one at a time)");
@@ -260,6 +261,7 @@ int64_t begin_session(const ProfilerOptions& options) {
   }
   const int64_t id = s.id.load() + 1;
   s.id.store(id, std::memory_order_release);
+  install_profiled_kernels(true);
   g_active.store(true, std::memory_order_release);
   return id;
 }
@@ -272,6 +274,7 @@ SessionResult end_session(int64_t id) {
     std::lock_guard<std::mutex> lock(s.mutex);
     TG_ASSERT(s.id.load() == id && g_active.load(), "profiler session ", id, " is not the running one");
     g_active.store(false, std::memory_order_release);
+    install_profiled_kernels(false);
     result.events = std::move(s.finished);
     result.memory = std::move(s.memory);
     for (auto& [key, m] : s.devices) result.devices.push_back(m);

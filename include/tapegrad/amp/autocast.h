@@ -3,11 +3,11 @@
 // accumulation, and everything else runs as before. Guards nest (the innermost wins) and belong to
 // the thread that made them.
 //
-// The policy (docs/amp.md), as PyTorch's: mm, bmm, addmm, matmul and linear take float32 or low-type
-// operands, multiply them rounded to the low type with float32 sums, and return the low type; the
-// LSTM runs its products that way and keeps its gates, cell state and outputs in float32; softmax,
-// log_softmax, the losses, sum, mean, var and layer_norm convert 16-bit inputs to float32; other ops
-// run in their inputs' type. Master weights and their gradients stay float32. Backward uses the
+// The policy, as PyTorch's, is one list: src/amp/policy.def (shown in docs/amp.md) names each op it
+// changes and its category. Lower-precision ops take float32 or low-type operands, multiply them
+// rounded to the low type with float32 sums, and return the low type (the LSTM keeps its gates,
+// cell state and outputs in float32); float32 ops convert 16-bit inputs to float32; other ops run
+// in their inputs' type. Master weights and their gradients stay float32. Backward uses the
 // precision its forward chose, whatever autocast says when it runs. CPU products use Intel AMX or
 // AVX512-BF16 where the CPU has them; CUDA's are cuBLAS GEMMs of bf16/f16 operands with float32
 // sums. The cuDNN LSTM (LstmImplementation::CuDNN) is not lowered.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/allocator_stats.h"
 #include "cpu/register.h"
 #include "profiler/record.h"
 #include "tapegrad/core/error.h"
@@ -84,9 +85,11 @@ size_t cache_limit_from_env() {
   return static_cast<size_t>(std::min<unsigned long long>(mb, kLargestRequest >> 20)) << 20;
 }
 
-class CachingCpuAllocator : public Allocator {
+class CachingCpuAllocator : public backend::CountingAllocator {
  public:
   CachingCpuAllocator() : enabled_(caching_enabled_by_default()), limit_(cache_limit_from_env()) {}
+
+  int64_t allocated_bytes(Device) override { return static_cast<int64_t>(stats().allocated_bytes); }
 
   DataPtr allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return DataPtr{nullptr, nullptr};
