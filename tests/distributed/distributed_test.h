@@ -8,7 +8,7 @@
 
 #include "tapegrad/distributed/process_group.h"
 #include "tapegrad/tapegrad.h"
-#include "test_util.h"  // values, expect_close, expect_error
+#include "support/test_util.h"  // values, expect_close, expect_error
 
 namespace tapegrad::testing {
 
