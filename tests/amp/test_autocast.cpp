@@ -150,7 +150,7 @@ TEST(Autocast, LstmWithLengthsAndTwoThreads) {
   Tensor lengths = tensor(std::vector<int64_t>{7, 3, 0, 5, 7, 1, 2, 6, 4, 7, 3, 5}, {12});
   Tensor f32, bf;
   {
-    testing::ThreadCount two_threads(2);
+    tapegrad::testing::ThreadCount two_threads(2);
     f32 = layer.run(lengths).output;
     amp::AutocastGuard guard(kCPU, kBFloat16);
     bf = layer.run(lengths).output;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/sbgemm.h"
+#include "support/reference.h"
 #include "support/thread_count.h"
 #include "tapegrad/tapegrad.h"
 
@@ -23,17 +24,8 @@ double bf16(float v) {
 // C = A B of [n, k] and [k, m] row-major values, each operand rounded to bf16 or not, in double.
 std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int64_t k, int64_t m,
                             bool rounded) {
-  std::vector<double> c(static_cast<size_t>(n * m), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const float x = a[static_cast<size_t>(i * k + p)], y = b[static_cast<size_t>(p * m + j)];
-        sum += rounded ? bf16(x) * bf16(y) : static_cast<double>(x) * y;
-      }
-      c[static_cast<size_t>(i * m + j)] = sum;
-    }
-  return c;
+  if (rounded) return reference::matmul_ref(a, b, n, k, m, bf16);
+  return reference::matmul_ref(a, b, n, k, m);
 }
 
 double max_diff(const Tensor& t, const std::vector<double>& want) {
@@ -169,7 +161,7 @@ TEST(AutocastProducts, LinearBiasHasAddmmsBits) {
       for (DType bias_type : {kFloat32, kBFloat16}) {
         SCOPED_TRACE(::testing::Message()
                      << s.n << " x " << s.k << " x " << s.m << ", " << threads << " threads, " << bias_type << " bias");
-        testing::ThreadCount thread_count(threads);
+        tapegrad::testing::ThreadCount thread_count(threads);
         const Tensor x = randn({s.n, s.k}, {}, &gen), w = randn({s.m, s.k}, {}, &gen);
         const Tensor bias = randn({s.m}, {}, &gen).to(bias_type);
         Tensor got, want;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backend/kernel_table.h"
-#include "tapegrad/amp/grad_scaler.h"
 #include "support/test_util.h"
+#include "tapegrad/amp/grad_scaler.h"
 
 namespace tapegrad {
 namespace {

@@ -107,7 +107,7 @@ TEST_P(Cpu16BitOps, ReductionsSoftmaxAndLayerNorm) {
 TEST_P(Cpu16BitOps, ColumnSumsHaveTheFloat32Bits) {
   Generator gen(5);
   const Tensor x = randn({3, 257, 700}, {}, &gen);
-  testing::ThreadCount two_threads(2);
+  tapegrad::testing::ThreadCount two_threads(2);
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return sum(t[0], {1}); });
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return mean(t[0], {1}); });
   expect_rounded_float_op(GetParam(), {x}, [](const std::vector<Tensor>& t) { return sum(t[0], {0, 1}); });

@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "support/gpu.h"
-#include "tapegrad/core/half.h"
+#include "support/reference.h"
 #include "support/test_util.h"
+#include "tapegrad/core/half.h"
 
 namespace tapegrad {
 namespace {
@@ -22,17 +23,8 @@ double rounded(float v, DType low) {
 // A [n, k] B [k, m] of row-major values, each operand rounded to `low` (or not: kFloat32), in double.
 std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int64_t k, int64_t m,
                             DType low) {
-  std::vector<double> c(static_cast<size_t>(n * m), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const float x = a[static_cast<size_t>(i * k + p)], y = b[static_cast<size_t>(p * m + j)];
-        sum += low == kFloat32 ? static_cast<double>(x) * y : rounded(x, low) * rounded(y, low);
-      }
-      c[static_cast<size_t>(i * m + j)] = sum;
-    }
-  return c;
+  if (low == kFloat32) return reference::matmul_ref(a, b, n, k, m);
+  return reference::matmul_ref(a, b, n, k, m, [low](float v) { return rounded(v, low); });
 }
 
 std::vector<float> host(const Tensor& t) {

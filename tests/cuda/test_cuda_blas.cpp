@@ -8,14 +8,14 @@
 
 #include "support/gpu.h"
 #include "support/parity.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
 namespace {
 
 Tensor uniform_cpu(const Shape& shape, uint64_t seed, DType dtype = kFloat32) {
-  Generator g(seed);
-  return add(mul(rand(shape, kFloat64, &g), 2.0), -1.0).to(dtype);
+  return testing::uniform(shape, dtype, seed);
 }
 
 void expect_near(const Tensor& got, const Tensor& want, double atol, double rtol, const std::string& what) {

@@ -12,8 +12,9 @@
 #include "backend/kernel_table.h"
 #include "support/gpu.h"
 #include "support/parity.h"
-#include "tapegrad/amp/autocast.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
+#include "tapegrad/amp/autocast.h"
 
 #if defined(TAPEGRAD_TEST_CUDA_EMULATOR)
 #include <cublasLt.h>
@@ -27,8 +28,7 @@ namespace {
 using testing::Tol;
 
 Tensor uniform_cpu(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return add(mul(rand(shape, kFloat64, &g), 2.0), -1.0);
+  return testing::uniform(shape, kFloat64, seed);
 }
 
 // Epilogue calls the emulated cuBLASLt has run (BIAS: forward, BGRADB: backward); -1 on a GPU.

@@ -9,6 +9,7 @@
 
 #include "support/gpu.h"
 #include "support/parity.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -16,10 +17,7 @@ namespace {
 
 using testing::gpu_size;
 
-Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
-  Generator g(seed);
-  return add(mul(rand(shape, TensorOptions(kFloat64), &g), high - low), low).to(dtype);
-}
+using testing::uniform;
 
 Tensor gpu(const Tensor& t) {
   return t.defined() ? t.to(kCUDA) : Tensor();

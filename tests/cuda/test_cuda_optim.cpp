@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/gpu.h"
+#include "support/optim_reference.h"
 #include "support/parity.h"
 #include "support/test_util.h"
 
@@ -17,21 +18,9 @@ void expect_near(const Tensor& got, const Tensor& want, double atol, double rtol
   testing::expect_allclose(got, want, {rtol, atol}, what);
 }
 
-using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, bool foreach)>;
-
-MakeOptimizer sgd(optim::SGDOptions options) {
-  return [options](std::vector<Tensor> params, bool foreach) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(options).foreach (foreach));
-  };
-}
-
-MakeOptimizer adam(optim::AdamOptions options, bool decoupled) {
-  return [options, decoupled](std::vector<Tensor> params, bool foreach) -> std::unique_ptr<optim::Optimizer> {
-    optim::AdamOptions o = optim::AdamOptions(options).foreach (foreach);
-    if (decoupled) return std::make_unique<optim::AdamW>(std::move(params), o);
-    return std::make_unique<optim::Adam>(std::move(params), o);
-  };
-}
+using testing::adam;
+using testing::MakeOptimizer;
+using testing::sgd;
 
 // Parameter shapes: odd sizes, an empty one, and enough of them for several multi-tensor launches.
 std::vector<Shape> many_shapes() {

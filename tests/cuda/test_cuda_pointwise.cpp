@@ -15,6 +15,7 @@
 
 #include "support/gpu.h"
 #include "support/parity.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -55,8 +56,7 @@ Tol math_tol(DType dt) {
 
 // Uniform values on [lo, hi) as a CPU tensor of dtype dt (f64 draws converted; ints truncate).
 Tensor uniform_cpu(const Shape& shape, DType dt, uint64_t seed, double lo, double hi) {
-  Generator g(seed);
-  Tensor x = add(mul(rand(shape, kFloat64, &g), hi - lo), lo);
+  Tensor x = testing::uniform(shape, kFloat64, seed, lo, hi);
   if (dt == kBool) return gt(x, (lo + hi) / 2);
   return x.to(dt);
 }

@@ -10,6 +10,7 @@
 
 #include "support/gpu.h"
 #include "support/parity.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -23,11 +24,7 @@ Tensor gpu(const Tensor& t) {
   return t.to(kCUDA);
 }
 
-// Uniform on [low, high) in `dtype`, from a seeded generator on the CPU.
-Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
-  Generator g(seed);
-  return add(mul(rand(shape, TensorOptions(kFloat64), &g), high - low), low).to(dtype);
-}
+using testing::uniform;
 
 // Small integers (many ties) in `dtype`.
 Tensor small_integers(const Shape& shape, DType dtype, uint64_t seed) {

@@ -95,7 +95,7 @@ struct TrainingRun {
 };
 
 TEST(Resume, MidEpochCheckpointContinuesWithIdenticalLosses) {
-  testing::ThreadCount two_threads(2);
+  tapegrad::testing::ThreadCount two_threads(2);
   const int64_t first = 20, second = 25;  // 13 batches per epoch: the checkpoint falls mid-epoch 1
   TrainingRun uninterrupted;
   std::vector<double> expected = uninterrupted.train(first + second);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/parity.h"
+#include "support/random_values.h"
 #include "support/test_util.h"
 #include "support/thread_count.h"
 
@@ -21,10 +22,7 @@ using testing::values;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
-  Generator g(seed);
-  return add(mul(rand(shape, TensorOptions(kFloat64), &g), high - low), low).to(dtype);
-}
+using testing::uniform;
 
 // PyTorch's layer_norm, forward and backward, in double over rows of `cols` values:
 //   y = (x - mean) / sqrt(var + eps) * w + b, var biased (unbiased = true is the planted bug of

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/random_values.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -24,11 +25,7 @@ Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = kFloat6
 }
 
 std::vector<double> uniform(size_t n, uint32_t seed, double lo, double hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
+  return testing::uniform_values(n, seed, lo, hi);
 }
 
 std::vector<double> representable(std::vector<double> v, DType dt) {

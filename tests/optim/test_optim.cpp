@@ -2,6 +2,7 @@
 // rules, and values worked out by hand.
 #include <cmath>
 
+#include "support/optim_reference.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -15,50 +16,15 @@ std::vector<double> grad_at(int k) {
   return {0.5 - 0.1 * k, -1.0 + 0.3 * k, 2.0 * std::cos(k)};
 }
 
-struct SgdRef {
-  double lr, momentum, dampening, weight_decay;
-  bool nesterov;
-};
+using SgdRef = testing::SgdRule;
+using AdamRef = testing::AdamRule;
 
-std::vector<double> sgd_reference(std::vector<double> p, const SgdRef& o, int steps) {
-  std::vector<double> buf(p.size());
-  for (int k = 0; k < steps; ++k) {
-    std::vector<double> g = grad_at(k);
-    for (size_t i = 0; i < p.size(); ++i) {
-      double d = g[i] + o.weight_decay * p[i];
-      if (o.momentum != 0) {
-        buf[i] = k == 0 ? d : o.momentum * buf[i] + (1 - o.dampening) * d;
-        d = o.nesterov ? d + o.momentum * buf[i] : buf[i];
-      }
-      p[i] -= o.lr * d;
-    }
-  }
-  return p;
+std::vector<double> sgd_reference(const std::vector<double>& p, const SgdRef& o, int steps) {
+  return testing::sgd_reference(p, o, steps, grad_at);
 }
 
-struct AdamRef {
-  double lr, b1, b2, eps, weight_decay;
-  bool decoupled, amsgrad;
-};
-
-std::vector<double> adam_reference(std::vector<double> p, const AdamRef& o, int steps) {
-  std::vector<double> m(p.size()), v(p.size()), vmax(p.size());
-  for (int k = 1; k <= steps; ++k) {
-    std::vector<double> g = grad_at(k - 1);
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (o.decoupled)
-        p[i] *= 1 - o.lr * o.weight_decay;
-      else
-        g[i] += o.weight_decay * p[i];
-      m[i] = o.b1 * m[i] + (1 - o.b1) * g[i];
-      v[i] = o.b2 * v[i] + (1 - o.b2) * g[i] * g[i];
-      vmax[i] = std::max(vmax[i], v[i]);
-      double m_hat = m[i] / (1 - std::pow(o.b1, k));
-      double v_hat = (o.amsgrad ? vmax[i] : v[i]) / (1 - std::pow(o.b2, k));
-      p[i] -= o.lr * m_hat / (std::sqrt(v_hat) + o.eps);
-    }
-  }
-  return p;
+std::vector<double> adam_reference(const std::vector<double>& p, const AdamRef& o, int steps) {
+  return testing::adam_reference(p, o, steps, grad_at);
 }
 
 const std::vector<double> kStart{1.0, -2.0, 0.5};

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "support/optim_reference.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -43,7 +44,9 @@ void set_grads(const std::vector<Tensor>& params, int k) {
   }
 }
 
-using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, bool foreach)>;
+using testing::adam;
+using testing::MakeOptimizer;
+using testing::sgd;
 
 // Runs `steps` steps with foreach on and off from the same start and compares parameters and state.
 void expect_paths_agree(const std::vector<ParamSpec>& specs, const MakeOptimizer& make, int steps = 4) {
@@ -73,20 +76,6 @@ void expect_paths_agree(const std::vector<ParamSpec>& specs, const MakeOptimizer
       EXPECT_EQ(testing::values(state_fused[i].second), testing::values(state_single[i].second))
           << state_fused[i].first;
   }
-}
-
-MakeOptimizer sgd(optim::SGDOptions options) {
-  return [options](std::vector<Tensor> params, bool foreach) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(options).foreach (foreach));
-  };
-}
-
-MakeOptimizer adam(optim::AdamOptions options, bool decoupled) {
-  return [options, decoupled](std::vector<Tensor> params, bool foreach) -> std::unique_ptr<optim::Optimizer> {
-    optim::AdamOptions o = optim::AdamOptions(options).foreach (foreach);
-    if (decoupled) return std::make_unique<optim::AdamW>(std::move(params), o);
-    return std::make_unique<optim::Adam>(std::move(params), o);
-  };
 }
 
 TEST(MultiTensorSGD, PlainMatchesPerParameterBitForBit) {

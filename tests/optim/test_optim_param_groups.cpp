@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "support/optim_reference.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -19,43 +20,17 @@ std::vector<double> grad_at(int k, size_t n) {
   return g;
 }
 
-// PyTorch's SGD rule in double, for one parameter.
-std::vector<double> sgd_ref(std::vector<double> p, double lr, double momentum, double dampening, double wd,
+// PyTorch's SGD and Adam/AdamW rules in double (tests/support/optim_reference.h), for one parameter.
+std::vector<double> sgd_ref(const std::vector<double>& p, double lr, double momentum, double dampening, double wd,
                             bool nesterov, int steps) {
-  std::vector<double> buf(p.size());
-  for (int k = 0; k < steps; ++k) {
-    std::vector<double> g = grad_at(k, p.size());
-    for (size_t i = 0; i < p.size(); ++i) {
-      double d = g[i] + wd * p[i];
-      if (momentum != 0) {
-        buf[i] = k == 0 ? d : momentum * buf[i] + (1 - dampening) * d;
-        d = nesterov ? d + momentum * buf[i] : buf[i];
-      }
-      p[i] -= lr * d;
-    }
-  }
-  return p;
+  return testing::sgd_reference(p, {lr, momentum, dampening, wd, nesterov}, steps,
+                                [n = p.size()](int k) { return grad_at(k, n); });
 }
 
-// PyTorch's Adam/AdamW rule in double, for one parameter.
-std::vector<double> adam_ref(std::vector<double> p, double lr, double b1, double b2, double eps, double wd,
+std::vector<double> adam_ref(const std::vector<double>& p, double lr, double b1, double b2, double eps, double wd,
                              bool decoupled, bool amsgrad, int steps) {
-  std::vector<double> m(p.size()), v(p.size()), vmax(p.size());
-  for (int k = 1; k <= steps; ++k) {
-    std::vector<double> g = grad_at(k - 1, p.size());
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (decoupled)
-        p[i] *= 1 - lr * wd;
-      else
-        g[i] += wd * p[i];
-      m[i] = b1 * m[i] + (1 - b1) * g[i];
-      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-      vmax[i] = std::max(vmax[i], v[i]);
-      const double v_hat = (amsgrad ? vmax[i] : v[i]) / (1 - std::pow(b2, k));
-      p[i] -= lr * (m[i] / (1 - std::pow(b1, k))) / (std::sqrt(v_hat) + eps);
-    }
-  }
-  return p;
+  return testing::adam_reference(p, {lr, b1, b2, eps, wd, decoupled, amsgrad}, steps,
+                                 [n = p.size()](int k) { return grad_at(k, n); });
 }
 
 Tensor leaf_of(const std::vector<double>& v) {

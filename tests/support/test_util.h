@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/random_values.h"
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad::testing {
@@ -41,10 +42,7 @@ void expect_error(F&& body, const std::vector<std::string>& fragments) {
 
 // A random f64 leaf that requires grad, for gradchecks.
 inline Tensor leaf(const Shape& shape, uint64_t seed = 1, double low = -1.0, double high = 1.0) {
-  Generator g(seed);
-  Tensor t = rand(shape, kFloat64, &g);
-  t = add(mul(t, high - low), low);
-  return t.requires_grad_(true);
+  return uniform(shape, kFloat64, seed, low, high).requires_grad_(true);
 }
 
 // True when the CUDA device is the CPU emulator of the -DTAPEGRAD_CUDA=EMULATE build (see
