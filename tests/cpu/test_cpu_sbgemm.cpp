@@ -44,10 +44,7 @@ bool has(SbgemmKernel kernel) {
 
 constexpr SbgemmKernel kAllKernels[] = {SbgemmKernel::Portable, SbgemmKernel::Avx512Bf16, SbgemmKernel::Amx};
 
-// Uniform on [-1, 1), drawn in float.
-std::vector<float> random_values(size_t count, uint32_t seed) {
-  return tapegrad::testing::uniform_values<float>(count, seed);
-}
+using tapegrad::testing::uniform_values;
 
 double rounded(float v) {
   return static_cast<float>(BFloat16(v));
@@ -61,11 +58,11 @@ double check_case(const Case& t) {
   const int64_t pad = 3;
   const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
   const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
-  std::vector<float> a32 = random_values(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
-  std::vector<float> b32 = random_values(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
+  std::vector<float> a32 = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
+  std::vector<float> b32 = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
   std::vector<Source> a(a32.begin(), a32.end()), b(b32.begin(), b32.end());
   const int64_t ldc = t.n + pad;
-  std::vector<float> c = random_values(static_cast<size_t>(t.m * ldc), 3);
+  std::vector<float> c = uniform_values<float>(static_cast<size_t>(t.m * ldc), 3);
   if (t.beta == 0.0f)  // must be overwritten, never read
     for (size_t i = 0; i < c.size(); ++i)
       if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
@@ -186,9 +183,9 @@ TEST(CpuSbgemm, RoundedOutputHasTheBitsOfTheRoundedFloatResult) {
                           Case{5, 33, 7, true, false, 3.0f, 1.0f}}) {
       SCOPED_TRACE(::testing::Message() << "m=" << t.m << " n=" << t.n << " k=" << t.k);
       const int64_t a_lead = t.a_transposed ? t.m : t.k, b_lead = t.b_transposed ? t.k : t.n;
-      const std::vector<float> a = random_values(static_cast<size_t>(t.m * t.k), 11);
-      const std::vector<float> b = random_values(static_cast<size_t>(t.k * t.n), 12);
-      const std::vector<float> c0 = random_values(static_cast<size_t>(t.m * t.n), 13);
+      const std::vector<float> a = uniform_values<float>(static_cast<size_t>(t.m * t.k), 11);
+      const std::vector<float> b = uniform_values<float>(static_cast<size_t>(t.k * t.n), 12);
+      const std::vector<float> c0 = uniform_values<float>(static_cast<size_t>(t.m * t.n), 13);
       PackedBf16Matrix packed(b.data(), t.b_transposed ? 1 : b_lead, t.b_transposed ? b_lead : 1, t.k, t.n);
       const int64_t a_rs = t.a_transposed ? 1 : a_lead, a_cs = t.a_transposed ? a_lead : 1;
       std::vector<float> plain = c0, scratch = c0;
@@ -237,13 +234,14 @@ TEST(CpuSbgemm, PackedMatrixIsReusable) {
     if (!has(kernel)) continue;
     Path path(kernel);
     const int64_t k = 40, n = 48, m = 3;
-    std::vector<float> b = random_values(static_cast<size_t>(k * n), 7);
+    std::vector<float> b = uniform_values<float>(static_cast<size_t>(k * n), 7);
     PackedBf16Matrix packed(b.data(), n, 1, k, n);
     EXPECT_EQ(packed.native(), kernel != SbgemmKernel::Portable);
     for (uint32_t step = 0; step < 4; ++step) {
       // Alternate the native kernels over one packing where both exist.
       if (kernel == SbgemmKernel::Amx) tapegrad::cpu::sbgemm_limit_kernel(step % 2 ? SbgemmKernel::Avx512Bf16 : kernel);
-      std::vector<float> a = random_values(static_cast<size_t>(m * k), 100 + step), c(static_cast<size_t>(m * n));
+      std::vector<float> a = uniform_values<float>(static_cast<size_t>(m * k), 100 + step),
+                         c(static_cast<size_t>(m * n));
       tapegrad::cpu::sbgemm(m, 1.0f, a.data(), k, 1, packed, 0.0f, c.data(), n);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
@@ -296,8 +294,8 @@ TEST(CpuSbgemm, ShallowProductsSplitTheirRows) {
   check_case<BFloat16>({300, 520, 33, true, false, -1.0f, 1.0f});
   check_case<float>({197, 70, 130, false, true, 2.0f, 0.5f});
   const int64_t m = 300, k = 64, n = 700;
-  const std::vector<float> a = random_values(static_cast<size_t>(m * k), 31);
-  const std::vector<float> b = random_values(static_cast<size_t>(k * n), 32);
+  const std::vector<float> a = uniform_values<float>(static_cast<size_t>(m * k), 31);
+  const std::vector<float> b = uniform_values<float>(static_cast<size_t>(k * n), 32);
   ASSERT_TRUE(tapegrad::cpu::sbgemm_splits_rows(m, k, n, 2));
   const PackedBf16Matrix packed(b.data(), n, 1, k, n);
   std::vector<float> two(static_cast<size_t>(m * n)), one(two.size());
@@ -316,8 +314,8 @@ TEST(CpuSbgemm, UnpackedProductsPackBPerThreadWithTheSameBits) {
   if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   Path path(SbgemmKernel::Avx512Bf16);
   const int64_t m = 301, k = 64, n = 700, ldc = n + 5;
-  const std::vector<float> a = random_values(static_cast<size_t>(m * k), 41);
-  const std::vector<float> b = random_values(static_cast<size_t>(k * n), 42);
+  const std::vector<float> a = uniform_values<float>(static_cast<size_t>(m * k), 41);
+  const std::vector<float> b = uniform_values<float>(static_cast<size_t>(k * n), 42);
   const std::vector<BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
   for (bool bf16_operands : {false, true})
     for (bool bf16_output : {false, true})
@@ -368,8 +366,8 @@ TEST(CpuSbgemm, StoreTransposedAddsTheTransposeAndRoundsOnce) {
       for (float beta : {0.0f, 1.0f, -0.5f}) {
         SCOPED_TRACE(::testing::Message() << "n=" << n << " m=" << m << " beta=" << beta);
         const int64_t ldt = n + 2, ldc = m + 3;
-        const std::vector<float> t = random_values(static_cast<size_t>(m * ldt), 21);
-        std::vector<float> c = random_values(static_cast<size_t>(n * ldc), 22);
+        const std::vector<float> t = uniform_values<float>(static_cast<size_t>(m * ldt), 21);
+        std::vector<float> c = uniform_values<float>(static_cast<size_t>(n * ldc), 22);
         std::vector<BFloat16> c16(c.begin(), c.end());
         if (beta == 0.0f)
           for (int64_t i = 0; i < n; ++i)

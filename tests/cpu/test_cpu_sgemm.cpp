@@ -25,10 +25,7 @@ struct Case {
 
 using tapegrad::testing::ThreadCount;
 
-// Uniform on [-1, 1), drawn in float.
-std::vector<float> random_values(size_t count, uint32_t seed) {
-  return tapegrad::testing::uniform_values<float>(count, seed);
-}
+using tapegrad::testing::uniform_values;
 
 // Runs one case with padded leading dimensions (so no operand is accidentally contiguous) and
 // checks every element of C, and that the padding of C is untouched.
@@ -37,10 +34,10 @@ void check_case(const Case& t) {
   // A stored [m, k] (lead k + pad) or transposed [k, m] (lead m + pad); likewise B.
   const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
   const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
-  std::vector<float> a = random_values(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
-  std::vector<float> b = random_values(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
+  std::vector<float> a = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
+  std::vector<float> b = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
   const int64_t ldc = t.n + pad;
-  std::vector<float> c = random_values(static_cast<size_t>(t.m * ldc), 3);
+  std::vector<float> c = uniform_values<float>(static_cast<size_t>(t.m * ldc), 3);
   if (t.beta == 0.0f)  // must be overwritten, never read
     for (size_t i = 0; i < c.size(); ++i)
       if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
@@ -133,7 +130,8 @@ TEST_F(Sgemm, ZeroDepthOrZeroAlphaScalesC) {
 TEST_F(Sgemm, BroadcastOperands) {
   // Stride-0 rows (an expanded vector) in A and in B.
   const int64_t m = 20, n = 40, k = 30;
-  std::vector<float> a_row = random_values(static_cast<size_t>(k), 4), b = random_values(static_cast<size_t>(k * n), 5);
+  std::vector<float> a_row = uniform_values<float>(static_cast<size_t>(k), 4),
+                     b = uniform_values<float>(static_cast<size_t>(k * n), 5);
   std::vector<float> c(static_cast<size_t>(m * n));
   tapegrad::cpu::sgemm_avx512(m, n, k, 1.0f, a_row.data(), 0, 1, b.data(), n, 1, 0.0f, c.data(), n);
   for (int64_t j = 0; j < n; ++j) {

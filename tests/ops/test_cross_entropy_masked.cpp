@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "support/reference.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -15,12 +16,8 @@ using testing::values;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = kFloat64) {
-  return tensor<double>(v, shape, TensorOptions(dt));
-}
-Tensor i64(const std::vector<int64_t>& v, const Shape& shape) {
-  return tensor<int64_t>(v, shape);
-}
+using reference::make;
+using reference::make_i64;
 
 // log(sum exp) of the finite entries of [1, 2, -inf, 0.5], and the softmax.
 double masked_lse() {
@@ -45,7 +42,7 @@ TEST_P(MaskedLogits, CrossEntropyIsFiniteWithoutSmoothing) {
     Tensor z = make({1, 2, -kInf, 0.5}, {1, 4}, dt).requires_grad_(true);
     CrossEntropyOptions o;
     o.reduction = r;
-    Tensor loss = cross_entropy(z, i64({1}, {1}), o);
+    Tensor loss = cross_entropy(z, make_i64({1}, {1}), o);
     std::vector<double> got = values(loss);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_NEAR(got[0], expected, tol(dt)) << "reduction " << static_cast<int>(r);
@@ -64,10 +61,10 @@ TEST_P(MaskedLogits, CrossEntropyIsFiniteWithoutSmoothing) {
 TEST_P(MaskedLogits, CrossEntropyUnbatchedAndInABatch) {
   const DType dt = GetParam();
   Tensor row = make({1, 2, -kInf, 0.5}, {4}, dt);
-  EXPECT_NEAR(cross_entropy(row, i64({1}, {1}).reshape({})).item(), masked_lse() - 2.0, tol(dt));
+  EXPECT_NEAR(cross_entropy(row, make_i64({1}, {1}).reshape({})).item(), masked_lse() - 2.0, tol(dt));
   // A masked row beside an ordinary one: the mean is finite and the gradient too.
   Tensor z = make({1, 2, -kInf, 0.5, 0.1, 0.2, 0.3, 0.4}, {2, 4}, dt).requires_grad_(true);
-  Tensor loss = cross_entropy(z, i64({1, 3}, {2}));
+  Tensor loss = cross_entropy(z, make_i64({1, 3}, {2}));
   const double second = std::log(std::exp(0.1) + std::exp(0.2) + std::exp(0.3) + std::exp(0.4)) - 0.4;
   EXPECT_NEAR(loss.item(), (masked_lse() - 2.0 + second) / 2.0, tol(dt));
   loss.backward();
@@ -83,7 +80,7 @@ TEST_P(MaskedLogits, CrossEntropyWithSmoothingIsInfiniteWithAFiniteGradient) {
   Tensor z = make({1, 2, -kInf, 0.5}, {1, 4}, dt).requires_grad_(true);
   CrossEntropyOptions o;
   o.label_smoothing = e;
-  Tensor loss = cross_entropy(z, i64({1}, {1}), o);
+  Tensor loss = cross_entropy(z, make_i64({1}, {1}), o);
   EXPECT_EQ(loss.item(), kInf);
   loss.backward();
   std::vector<double> expected = masked_softmax();
@@ -97,7 +94,7 @@ TEST_P(MaskedLogits, CrossEntropyWithSmoothingIsInfiniteWithAFiniteGradient) {
 TEST_P(MaskedLogits, CrossEntropyOfAMaskedTargetIsInfinite) {
   const DType dt = GetParam();
   Tensor z = make({1, 2, -kInf, 0.5}, {1, 4}, dt).requires_grad_(true);
-  Tensor loss = cross_entropy(z, i64({2}, {1}));
+  Tensor loss = cross_entropy(z, make_i64({2}, {1}));
   EXPECT_EQ(loss.item(), kInf);
   loss.backward();
   std::vector<double> expected = masked_softmax();
@@ -113,7 +110,7 @@ TEST_P(MaskedLogits, LogSoftmaxAndNllLoss) {
   std::vector<double> got = values(lp);
   EXPECT_EQ(got[2], -kInf);
   EXPECT_NEAR(got[1], 2.0 - masked_lse(), tol(dt));
-  Tensor loss = nll_loss(lp, i64({1}, {1}));
+  Tensor loss = nll_loss(lp, make_i64({1}, {1}));
   EXPECT_NEAR(loss.item(), masked_lse() - 2.0, tol(dt));
   loss.backward();
   std::vector<double> expected = masked_softmax();
@@ -125,7 +122,7 @@ TEST_P(MaskedLogits, LogSoftmaxAndNllLoss) {
   }
   // An ignored row that holds -inf where the ignored target reads: no NaN leaks into the result.
   Tensor lp2 = make({-kInf, -1.0, -2.0, -0.5}, {2, 2}, dt).requires_grad_(true);
-  Tensor l2 = nll_loss(lp2, i64({-100, 1}, {2}), CrossEntropyOptions{Reduction::Sum});
+  Tensor l2 = nll_loss(lp2, make_i64({-100, 1}, {2}), CrossEntropyOptions{Reduction::Sum});
   EXPECT_NEAR(l2.item(), 0.5, tol(dt));
   l2.backward();
   EXPECT_EQ(values(lp2.grad()), (std::vector<double>{0, 0, 0, -1}));
@@ -172,15 +169,16 @@ TEST(ClassWeight, CrossEntropyAndNllMatchTheFormula) {
         o.label_smoothing = e;
         o.weight = make(w, {3}, dt);
         const double expected = weighted_ce_reference(z, t, w, 3, e, r);
-        EXPECT_NEAR(cross_entropy(make(z, {4, 3}, dt), i64(t, {4}), o).item(), expected, eps)
+        EXPECT_NEAR(cross_entropy(make(z, {4, 3}, dt), make_i64(t, {4}), o).item(), expected, eps)
             << "e " << e << " reduction " << static_cast<int>(r);
-        if (e == 0.0) EXPECT_NEAR(nll_loss(log_softmax(make(z, {4, 3}, dt), 1), i64(t, {4}), o).item(), expected, eps);
+        if (e == 0.0)
+          EXPECT_NEAR(nll_loss(log_softmax(make(z, {4, 3}, dt), 1), make_i64(t, {4}), o).item(), expected, eps);
       }
     }
     CrossEntropyOptions none;
     none.reduction = Reduction::None;
     none.weight = make(w, {3}, dt);
-    std::vector<double> rows = values(cross_entropy(make(z, {4, 3}, dt), i64(t, {4}), none));
+    std::vector<double> rows = values(cross_entropy(make(z, {4, 3}, dt), make_i64(t, {4}), none));
     ASSERT_EQ(rows.size(), 4u);
     EXPECT_EQ(rows[2], 0.0);
     EXPECT_NEAR(rows[0], weighted_ce_reference({z[0], z[1], z[2]}, {2}, w, 3, 0.0, Reduction::Sum), eps);
@@ -189,8 +187,8 @@ TEST(ClassWeight, CrossEntropyAndNllMatchTheFormula) {
   CrossEntropyOptions plain, ones_w;
   plain.label_smoothing = ones_w.label_smoothing = 0.3;
   ones_w.weight = ones({3}, kFloat64);
-  EXPECT_NEAR(cross_entropy(make(z, {4, 3}), i64(t, {4}), ones_w).item(),
-              cross_entropy(make(z, {4, 3}), i64(t, {4}), plain).item(), 1e-12);
+  EXPECT_NEAR(cross_entropy(make(z, {4, 3}), make_i64(t, {4}), ones_w).item(),
+              cross_entropy(make(z, {4, 3}), make_i64(t, {4}), plain).item(), 1e-12);
 }
 
 TEST(ClassWeight, Gradcheck) {
@@ -202,12 +200,13 @@ TEST(ClassWeight, Gradcheck) {
       o.label_smoothing = e;
       o.weight = make({0.5, 2.0, 1.5}, {3});
       auto result =
-          autograd::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], i64(t, {4}), o); },
+          autograd::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], make_i64(t, {4}), o); },
                               {testing::leaf({4, 3}, 7, -2.0, 2.0)});
       EXPECT_TRUE(result.ok) << result.report;
       if (e == 0.0) {
-        auto nll = autograd::gradcheck([&](const std::vector<Tensor>& in) { return nll_loss(in[0], i64(t, {4}), o); },
-                                       {testing::leaf({4, 3}, 8, -2.0, 0.0)});
+        auto nll =
+            autograd::gradcheck([&](const std::vector<Tensor>& in) { return nll_loss(in[0], make_i64(t, {4}), o); },
+                                {testing::leaf({4, 3}, 8, -2.0, 0.0)});
         EXPECT_TRUE(nll.ok) << nll.report;
       }
     }
@@ -216,7 +215,7 @@ TEST(ClassWeight, Gradcheck) {
 
 TEST(ClassWeight, BadWeight) {
   Tensor z = make({0, 1, 2, 3, 4, 5}, {2, 3});
-  Tensor t = i64({0, 2}, {2});
+  Tensor t = make_i64({0, 2}, {2});
   CrossEntropyOptions o;
   o.weight = ones({4}, kFloat64);
   expect_error([&] { cross_entropy(z, t, o); }, {"cross_entropy", "weight", "[4]", "[3]", "[2, 3]"});

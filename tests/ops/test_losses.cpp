@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "support/random_values.h"
+#include "support/reference.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -20,13 +20,8 @@ using testing::values;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor make(const std::vector<double>& v, const Shape& shape, DType dt = kFloat64) {
-  return tensor<double>(v, shape, TensorOptions(dt));
-}
-
-std::vector<double> uniform(size_t n, uint32_t seed, double lo, double hi) {
-  return testing::uniform_values(n, seed, lo, hi);
-}
+using reference::make;
+using testing::uniform_values;
 
 std::vector<double> representable(std::vector<double> v, DType dt) {
   if (dt == kFloat32)
@@ -109,7 +104,7 @@ std::vector<Case> cases() {
 
 TEST(ElementwiseLosses, ValuesMatchTheFormulas) {
   // Differences from 0 to 6 in size: both sides of every beta/delta used above.
-  const std::vector<double> xs0 = uniform(12, 1, -4.0, 4.0), ys0 = uniform(12, 2, 0.0, 1.0);
+  const std::vector<double> xs0 = uniform_values(12, 1, -4.0, 4.0), ys0 = uniform_values(12, 2, 0.0, 1.0);
   for (DType dt : {kFloat64, kFloat32}) {
     const std::vector<double> xs = representable(xs0, dt), ys = representable(ys0, dt);
     const double tol = dt == kFloat32 ? 2e-6 : 1e-13;
@@ -140,7 +135,7 @@ TEST(ElementwiseLosses, PiecewiseBoundaries) {
   testing::expect_close(huber_loss(x, y, Reduction::None, 2.0), {0.125, 0.5, 2.0, 4.0}, 1e-15);
   testing::expect_close(smooth_l1_loss(x, y, Reduction::None, 2.0), {0.0625, 0.25, 1.0, 2.0}, 1e-15);
   // huber(delta) = delta * smooth_l1(beta = delta).
-  Tensor a = make(uniform(10, 3, -3, 3), {10}), b = make(uniform(10, 4, -3, 3), {10});
+  Tensor a = make(uniform_values(10, 3, -3, 3), {10}), b = make(uniform_values(10, 4, -3, 3), {10});
   testing::expect_close(huber_loss(a, b, Reduction::None, 1.7),
                         values(mul(smooth_l1_loss(a, b, Reduction::None, 1.7), 1.7)), 1e-14);
   // l1's gradient at a zero difference is 0 (sign(0)), like PyTorch.
@@ -154,8 +149,9 @@ TEST(ElementwiseLosses, PiecewiseBoundaries) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(BCEWithLogits, AgreesWithTheDocumentedFormWhereThatIsAccurate) {
-  const std::vector<double> xs = uniform(8, 5, -6, 6), ys = uniform(8, 6, 0, 1), pw = uniform(8, 7, 0.2, 3);
-  const std::vector<double> w = uniform(8, 8, 0.1, 2);
+  const std::vector<double> xs = uniform_values(8, 5, -6, 6), ys = uniform_values(8, 6, 0, 1),
+                            pw = uniform_values(8, 7, 0.2, 3);
+  const std::vector<double> w = uniform_values(8, 8, 0.1, 2);
   BCEWithLogitsOptions o;
   o.reduction = Reduction::None;
   o.weight = make(w, {8});
@@ -197,7 +193,7 @@ TEST(BCEWithLogits, ExtremeLogitsStayFiniteAndPrecise) {
 }
 
 TEST(BCEWithLogits, PosWeightAndWeightBroadcast) {
-  const std::vector<double> xs = uniform(6, 9, -3, 3), ys = uniform(6, 10, 0, 1);
+  const std::vector<double> xs = uniform_values(6, 9, -3, 3), ys = uniform_values(6, 10, 0, 1);
   const std::vector<double> pw = {0.5, 2.0, 4.0};
   const std::vector<double> w = {1.5, 0.25};
   BCEWithLogitsOptions o;
@@ -261,7 +257,7 @@ TEST(BCEWithLogits, GradcheckWithWeights) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(LossModules, DefaultsAndOptionsMatchTheFunctions) {
-  Tensor x = make(uniform(6, 19, -3, 3), {2, 3}), y = make(uniform(6, 20, 0, 1), {2, 3});
+  Tensor x = make(uniform_values(6, 19, -3, 3), {2, 3}), y = make(uniform_values(6, 20, 0, 1), {2, 3});
   EXPECT_EQ(nn::L1Loss()(x, y).item(), l1_loss(x, y).item());
   EXPECT_EQ(nn::L1Loss(Reduction::Sum)(x, y).item(), l1_loss(x, y, Reduction::Sum).item());
   EXPECT_EQ(nn::SmoothL1Loss()(x, y).item(), smooth_l1_loss(x, y, Reduction::Mean, 1.0).item());

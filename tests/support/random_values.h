@@ -17,9 +17,17 @@ inline Tensor uniform(const Shape& shape, DType dtype, uint64_t seed, double low
   return add(mul(rand(shape, TensorOptions(kFloat64), &g), high - low), low).to(dtype);
 }
 
-// `count` values uniform on [low, high) from std::mt19937 seeded with `seed` (drawn in T).
+// The type T itself, kept out of template argument deduction.
+template <class T>
+struct Same {
+  using type = T;
+};
+
+// `count` values uniform on [low, high) from std::mt19937 seeded with `seed` (drawn in T, double
+// unless asked: uniform_values<float>).
 template <class T = double>
-std::vector<T> uniform_values(size_t count, uint32_t seed, T low = T(-1), T high = T(1)) {
+std::vector<T> uniform_values(size_t count, uint32_t seed, typename Same<T>::type low = T(-1),
+                              typename Same<T>::type high = T(1)) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<T> dist(low, high);
   std::vector<T> v(count);
