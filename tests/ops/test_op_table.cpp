@@ -30,14 +30,6 @@ const std::vector<OpRow>& rows() {
   return table;
 }
 
-std::string dtype_name(DType dtype) {
-  if (dtype == kFloat32) return "f32";
-  if (dtype == kFloat64) return "f64";
-  if (dtype == kBFloat16) return "bf16";
-  if (dtype == kFloat16) return "f16";
-  return "other";
-}
-
 // The value check's tolerance: a few ulps of the dtype, on values of order one.
 Tol value_tolerance(const OpRow& row, DType dtype) {
   return dtype == kFloat64 ? Tol{1e-12, 1e-12} : Tol{row.f32_rtol, 1e-6};
@@ -56,7 +48,7 @@ void check_values(const OpRow& row, DType dtype) {
   const Tensor got = row.op(x);
   ASSERT_EQ(got.dtype(), dtype) << row.name;
   const std::vector<double> want = row.reference(v);
-  testing::expect_allclose(got, tensor<double>(want, got.sizes()), value_tolerance(row, dtype),
+  testing::expect_allclose(got, tensor<double>(want).reshape(got.sizes()), value_tolerance(row, dtype),
                            row.name + " in " + dtype_name(dtype));
 }
 
