@@ -6,8 +6,8 @@
 #include <cmath>
 #include <thread>
 
-#include "tapegrad/tapegrad.h"
 #include "support/test_util.h"
+#include "tapegrad/tapegrad.h"
 
 using namespace tapegrad;
 using tapegrad::testing::expect_error;

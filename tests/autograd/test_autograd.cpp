@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "tapegrad/autograd/node.h"
 #include "support/test_util.h"
+#include "tapegrad/autograd/node.h"
 
 namespace tapegrad {
 namespace {

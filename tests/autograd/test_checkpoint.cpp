@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "cpu/caching_allocator.h"
+#include "support/test_util.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/node.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

@@ -3,8 +3,8 @@
 // retained gradient of such an output is still a zero tensor.
 #include <vector>
 
-#include "tapegrad/autograd/node.h"
 #include "support/test_util.h"
+#include "tapegrad/autograd/node.h"
 
 namespace tapegrad {
 namespace {

@@ -1,7 +1,7 @@
 // autograd::register_post_accumulate_grad_hook: when it runs, what it sees, and its errors.
 // Values are small integers, so every expected gradient is exact.
-#include "tapegrad/autograd/hooks.h"
 #include "support/test_util.h"
+#include "tapegrad/autograd/hooks.h"
 
 namespace tapegrad {
 namespace {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "support/gpu.h"
+#include "support/test_util.h"
 #include "tapegrad/amp/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

@@ -3,9 +3,9 @@
 // launch count is also checked against the launches the emulated runtime saw, so a kernel launched
 // around the counting macro would be caught. The GPU cases skip where no device is present.
 #include "support/gpu.h"
+#include "support/test_util.h"
 #include "tapegrad/cuda/checks.h"
 #include "tapegrad/cuda/counters.h"
-#include "support/test_util.h"
 
 #ifdef TAPEGRAD_TEST_WITH_EMULATOR
 #include "cuda_emulator/control.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "support/gpu.h"
-#include "tapegrad/cuda/counters.h"
 #include "support/test_util.h"
+#include "tapegrad/cuda/counters.h"
 
 namespace tapegrad {
 namespace {

@@ -9,8 +9,8 @@
 #include "backend/kernel_table.h"
 #include "support/gpu.h"
 #include "support/parity.h"
-#include "tapegrad/amp/autocast.h"
 #include "support/test_util.h"
+#include "tapegrad/amp/autocast.h"
 
 namespace tapegrad {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "support/gpu.h"
+#include "support/test_util.h"
 #include "tapegrad/cuda/checks.h"
 #include "tapegrad/cuda/counters.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

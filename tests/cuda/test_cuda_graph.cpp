@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "support/gpu.h"
+#include "support/test_util.h"
 #include "tapegrad/cuda/graph.h"
 #include "tapegrad/cuda/memory.h"
 #include "tapegrad/cuda/stream.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

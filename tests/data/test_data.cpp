@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "support/idx_writer.h"
+#include "support/test_util.h"
 #include "tapegrad/data/dataloader.h"
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/idx.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

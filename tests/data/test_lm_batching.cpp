@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "support/test_util.h"
 #include "tapegrad/data/dataloader.h"
 #include "tapegrad/data/lm_batch.h"
 #include "tapegrad/data/sampler.h"
 #include "tapegrad/data/text.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "support/test_util.h"
 #include "tapegrad/data/dataloader.h"
 #include "tapegrad/data/lm_batch.h"
 #include "tapegrad/data/sampler.h"
 #include "tapegrad/data/text.h"
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/io/safetensors.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

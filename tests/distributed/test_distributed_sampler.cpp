@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "tapegrad/distributed/sampler.h"
 #include "support/test_util.h"
+#include "tapegrad/distributed/sampler.h"
 
 namespace tapegrad {
 namespace {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "support/idx_writer.h"
-#include "tapegrad/tapegrad.h"
 #include "support/tfrecord_reader.h"
+#include "tapegrad/tapegrad.h"
 
 namespace tapegrad {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/io/safetensors.h"
 #include "support/test_util.h"
+#include "tapegrad/io/safetensors.h"
 
 namespace tapegrad {
 namespace {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "tapegrad/io/safetensors.h"
 #include "support/test_util.h"
+#include "tapegrad/io/safetensors.h"
 
 namespace tapegrad {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cpu/caching_allocator.h"
+#include "support/test_util.h"
 #include "tapegrad/nn/activation.h"
 #include "tapegrad/nn/checkpoint_sequential.h"
-#include "support/test_util.h"
 
 namespace tapegrad {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cpu/caching_allocator.h"
-#include "tapegrad/amp/autocast.h"
 #include "support/test_util.h"
+#include "tapegrad/amp/autocast.h"
 
 namespace tapegrad {
 namespace {

@@ -2,8 +2,8 @@
 // models of mlp_seed and lstm_fashion.
 #include <gtest/gtest.h>
 
-#include "tapegrad/nn/summary.h"
 #include "support/test_util.h"
+#include "tapegrad/nn/summary.h"
 
 using namespace tapegrad;
 using tapegrad::testing::expect_error;

@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tapegrad/observe/metrics_logger.h"
-#include "tapegrad/observe/tensorboard.h"
 #include "support/test_util.h"
 #include "support/tfrecord_reader.h"
+#include "tapegrad/observe/metrics_logger.h"
+#include "tapegrad/observe/tensorboard.h"
 
 using namespace tapegrad;
 using tapegrad::testing::expect_error;

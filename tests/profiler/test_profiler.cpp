@@ -14,6 +14,7 @@
 
 #include "backend/kernel_table.h"
 #include "cpu/caching_allocator.h"
+#include "support/test_util.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/ops/creation.h"
 #include "tapegrad/ops/elementwise.h"
@@ -21,7 +22,6 @@
 #include "tapegrad/ops/reduction.h"
 #include "tapegrad/profiler/profiler.h"
 #include "tapegrad/profiler/range.h"
-#include "support/test_util.h"
 
 using namespace tapegrad;
 using nlohmann::json;
