@@ -1,5 +1,5 @@
 // The character-level language model of char_lstm (Embedding -> LSTM -> Linear over the
-// vocabulary) and the parts of its loop that tests/test_char_lstm.cpp checks directly: truncated
+// vocabulary) and the parts of its loop that tests/examples/test_char_lstm.cpp checks directly: truncated
 // BPTT over padded batches with the state carried between chunks, evaluation in bits per
 // character, and generation.
 #pragma once

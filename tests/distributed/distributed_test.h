@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "support/test_util.h"  // values, expect_close, expect_error
 #include "tapegrad/distributed/process_group.h"
 #include "tapegrad/tapegrad.h"
-#include "test_util.h"  // values, expect_close, expect_error
 
 namespace tapegrad::testing {
 

@@ -1,4 +1,4 @@
-// Reference helpers for the op value tests (tests/test_values_*.cpp): plain C++ over std::vector,
+// Reference helpers for the op value tests (tests/ops/test_values_*.cpp): plain C++ over std::vector,
 // independent of tapegrad's kernels, plus the tensor builders and the comparison those tests share.
 #pragma once
 
@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "support/random_values.h"
+#include "support/test_util.h"
 
 namespace tapegrad::reference {
 
@@ -30,13 +31,7 @@ inline int64_t numel_of(const Shape& s) {
 }
 
 // Uniform values from the test's own generator (not tapegrad's Philox).
-inline std::vector<double> uniform_values(size_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
+using testing::uniform_values;
 
 inline std::vector<double> round_f32(std::vector<double> v) {
   for (double& x : v) x = static_cast<double>(static_cast<float>(x));
@@ -216,14 +211,25 @@ inline void extreme_ref(const std::vector<double>& v, const Shape& shape, int64_
   }
 }
 
-// C[n, m] = A[n, k] B[k, m], triple loop.
-inline std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t k,
-                                      int64_t m) {
+// C[n, m] = A[n, k] B[k, m] of row-major values, summed in double by a triple loop; each operand
+// element passes through `round` first (the identity, or a rounding to a 16-bit type that the
+// product under test applies to its operands).
+struct AsDouble {
+  template <class T>
+  double operator()(T v) const {
+    return static_cast<double>(v);
+  }
+};
+template <class T, class Round = AsDouble>
+std::vector<double> matmul_ref(const std::vector<T>& a, const std::vector<T>& b, int64_t n, int64_t k, int64_t m,
+                               Round round = {}) {
   std::vector<double> c(static_cast<size_t>(n * m), 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(p * m + j)];
+      for (int64_t p = 0; p < k; ++p)
+        s += static_cast<double>(round(a[static_cast<size_t>(i * k + p)])) *
+             static_cast<double>(round(b[static_cast<size_t>(p * m + j)]));
       c[static_cast<size_t>(i * m + j)] = s;
     }
   return c;
@@ -292,17 +298,5 @@ inline std::vector<double> cross_entropy_rows_ref(const std::vector<double>& z, 
   }
   return out;
 }
-
-// Forces the OpenMP paths on even when the machine reports one core; restores the count after.
-class ThreadsGuard {
- public:
-  explicit ThreadsGuard(int threads = 4) : previous_(get_num_threads()) {
-    set_num_threads(std::max(threads, previous_));
-  }
-  ~ThreadsGuard() { set_num_threads(previous_); }
-
- private:
-  int previous_;
-};
 
 }  // namespace tapegrad::reference

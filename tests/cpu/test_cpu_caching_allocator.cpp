@@ -1,0 +1,177 @@
+// The CPU caching allocator: size classes, reuse of freed blocks, the cache limit, empty_cache,
+// switching caching off, concurrent use, and a training loop that allocates nothing new from the
+// system once its first steps have run.
+#include <cstdint>
+#include <thread>
+
+#include "cpu/runtime/caching_allocator.h"
+#include "support/test_util.h"
+
+namespace tapegrad {
+namespace {
+
+using cpu::cpu_allocation_size;
+using cpu::cpu_memory_stats;
+
+// Turns caching on (it is off by default under AddressSanitizer) with a known limit, and puts the
+// process-wide settings back afterwards.
+class CachingAllocator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const cpu::CpuMemoryStats s = cpu_memory_stats();
+    was_enabled_ = s.caching_enabled;
+    old_limit_ = s.cache_limit_bytes;
+    cpu::set_cpu_caching_enabled(true);
+    cpu::set_cpu_cache_limit(size_t{256} << 20);
+    cpu::cpu_empty_cache();
+  }
+  void TearDown() override {
+    cpu::set_cpu_cache_limit(old_limit_);
+    cpu::set_cpu_caching_enabled(was_enabled_);
+  }
+  bool was_enabled_ = false;
+  size_t old_limit_ = 0;
+};
+
+Tensor bytes(int64_t n) {
+  return empty({n}, TensorOptions().dtype(kBool));
+}
+
+TEST(CpuAllocationSize, ClassesRoundUpByAtMostAQuarter) {
+  EXPECT_EQ(cpu_allocation_size(1), 64u);
+  EXPECT_EQ(cpu_allocation_size(64), 64u);
+  EXPECT_EQ(cpu_allocation_size(65), 128u);
+  EXPECT_EQ(cpu_allocation_size(1024), 1024u);
+  EXPECT_EQ(cpu_allocation_size(1025), 1280u);
+  EXPECT_EQ(cpu_allocation_size(2048), 2048u);
+  EXPECT_EQ(cpu_allocation_size(2049), 2560u);
+  EXPECT_EQ(cpu_allocation_size(size_t{1} << 62), size_t{1} << 62);
+  size_t previous = 0;
+  for (size_t n = 1; n < (size_t{1} << 40); n = n * 5 / 4 + 7) {
+    const size_t s = cpu_allocation_size(n);
+    EXPECT_GE(s, n);
+    EXPECT_EQ(s % 64, 0u) << n;
+    EXPECT_LE(s, std::max<size_t>((n + 63) / 64 * 64, n + n / 4)) << n;
+    EXPECT_GE(s, previous) << n;
+    EXPECT_EQ(cpu_allocation_size(s), s) << "a class size is its own class";
+    previous = s;
+  }
+  testing::expect_error([] { cpu_allocation_size(0); }, {"cpu_allocation_size"});
+}
+
+TEST_F(CachingAllocator, FreedBlockIsReusedForTheSameClass) {
+  void* first = nullptr;
+  {
+    Tensor t = bytes(300000);
+    first = t.data_ptr();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  }
+  const cpu::CpuMemoryStats before = cpu_memory_stats();
+  EXPECT_EQ(before.cached_bytes, cpu_allocation_size(300000));
+  Tensor again = bytes(290000);  // another size of the same class
+  const cpu::CpuMemoryStats after = cpu_memory_stats();
+  EXPECT_EQ(again.data_ptr(), first);
+  EXPECT_EQ(after.num_cache_hits, before.num_cache_hits + 1);
+  EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);
+  EXPECT_EQ(after.cached_bytes, 0u);
+}
+
+TEST_F(CachingAllocator, EveryBlockIsAligned) {
+  std::vector<Tensor> kept;
+  for (int64_t n : {1, 3, 63, 64, 65, 1000, 1025, 4097, 100003, 1 << 20}) {
+    kept.push_back(bytes(n));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(kept.back().data_ptr()) % 64, 0u) << n;
+  }
+  EXPECT_EQ(empty({0}).data_ptr(), nullptr);
+}
+
+TEST_F(CachingAllocator, BlocksOverTheLimitGoBackToTheSystem) {
+  cpu::set_cpu_cache_limit(size_t{1} << 20);
+  const cpu::CpuMemoryStats before = cpu_memory_stats();
+  { Tensor big = bytes(2 << 20); }
+  cpu::CpuMemoryStats s = cpu_memory_stats();
+  EXPECT_EQ(s.cached_bytes, 0u);
+  EXPECT_EQ(s.num_system_frees, before.num_system_frees + 1);
+  { Tensor a = bytes(600 << 10), b = bytes(600 << 10); }
+  s = cpu_memory_stats();
+  EXPECT_LE(s.cached_bytes, size_t{1} << 20);
+  EXPECT_EQ(s.cached_bytes, cpu_allocation_size(600 << 10)) << "one fits, the other is freed";
+  // Lowering the limit trims what is cached at once.
+  cpu::set_cpu_cache_limit(0);
+  EXPECT_EQ(cpu_memory_stats().cached_bytes, 0u);
+}
+
+TEST_F(CachingAllocator, EmptyCacheFreesCachedBlocksButNotLiveOnes) {
+  Tensor live = full({1000}, 3.0);
+  { Tensor a = bytes(5000), b = bytes(70000); }
+  EXPECT_GT(cpu_memory_stats().cached_bytes, 0u);
+  cpu::cpu_empty_cache();
+  const cpu::CpuMemoryStats s = cpu_memory_stats();
+  EXPECT_EQ(s.cached_bytes, 0u);
+  EXPECT_GE(s.allocated_bytes, cpu_allocation_size(4000));
+  EXPECT_EQ(testing::values(live), std::vector<double>(1000, 3.0));
+}
+
+TEST_F(CachingAllocator, SwitchingCachingOffReleasesEverything) {
+  Tensor live_before = bytes(10000);
+  { Tensor a = bytes(10000); }
+  EXPECT_GT(cpu_memory_stats().cached_bytes, 0u);
+  cpu::set_cpu_caching_enabled(false);
+  EXPECT_EQ(cpu_memory_stats().cached_bytes, 0u);
+  EXPECT_FALSE(cpu_memory_stats().caching_enabled);
+  Tensor live_while_off = bytes(10000);
+  live_before = Tensor();  // handed out while on, freed while off: not cached
+  EXPECT_EQ(cpu_memory_stats().cached_bytes, 0u);
+  cpu::set_cpu_caching_enabled(true);
+  live_while_off = Tensor();  // handed out while off: goes back to the system
+  EXPECT_EQ(cpu_memory_stats().cached_bytes, 0u);
+  { Tensor b = bytes(10000); }
+  EXPECT_EQ(cpu_memory_stats().cached_bytes, cpu_allocation_size(10000));
+}
+
+TEST_F(CachingAllocator, ConcurrentAllocationsBalance) {
+  const size_t allocated_before = cpu_memory_stats().allocated_bytes;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < 2000; ++i) {
+        Tensor a = bytes(64 + (i * 37 + t * 101) % 50000);
+        Tensor b = bytes(1 + (i * 13) % 3000);
+        static_cast<bool*>(a.data_ptr())[0] = true;
+        static_cast<bool*>(b.data_ptr())[0] = true;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const cpu::CpuMemoryStats s = cpu_memory_stats();
+  EXPECT_EQ(s.allocated_bytes, allocated_before);
+  EXPECT_LE(s.cached_bytes, s.cache_limit_bytes);
+}
+
+// Once a training step has run, the next ones take every block from the cache.
+TEST_F(CachingAllocator, SteadyTrainingStepsAllocateNothingFromTheSystem) {
+  manual_seed(3);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::UnaryModule>>{
+      std::make_shared<nn::Linear>(40, 64), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(64, 5)});
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-3));
+  nn::CrossEntropyLoss loss_fn;
+  Tensor x = randn({32, 40});
+  Tensor y = randint(0, 5, {32});
+  auto step = [&] {
+    Tensor l = loss_fn(model->forward(x), y);
+    opt.zero_grad();
+    l.backward();
+    opt.step();
+  };
+  step();
+  step();
+  const cpu::CpuMemoryStats before = cpu_memory_stats();
+  for (int i = 0; i < 3; ++i) step();
+  const cpu::CpuMemoryStats after = cpu_memory_stats();
+  EXPECT_GT(after.num_allocations, before.num_allocations);
+  EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);
+  EXPECT_EQ(after.num_system_frees, before.num_system_frees);
+}
+
+}  // namespace
+}  // namespace tapegrad

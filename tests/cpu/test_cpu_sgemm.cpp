@@ -1,0 +1,170 @@
+// tapegrad's AVX-512 sgemm against a double-precision reference: every edge of its blocking (tile
+// rows and columns, packed depth and row blocks), both layouts of each operand, strided and
+// broadcast operands, alpha and beta, one and two threads; and the switch that selects it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cpu/gemm/sgemm_avx512.h"
+#include "support/random_values.h"
+#include "support/thread_count.h"
+#include "tapegrad/tapegrad.h"
+
+namespace {
+
+using tapegrad::CpuGemm;
+
+struct Case {
+  int64_t m, n, k;
+  bool a_transposed, b_transposed;
+  float alpha, beta;
+};
+
+using tapegrad::testing::ThreadCount;
+
+using tapegrad::testing::uniform_values;
+
+// Runs one case with padded leading dimensions (so no operand is accidentally contiguous) and
+// checks every element of C, and that the padding of C is untouched.
+void check_case(const Case& t) {
+  const int64_t pad = 3;
+  // A stored [m, k] (lead k + pad) or transposed [k, m] (lead m + pad); likewise B.
+  const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
+  const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
+  std::vector<float> a = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
+  std::vector<float> b = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
+  const int64_t ldc = t.n + pad;
+  std::vector<float> c = uniform_values<float>(static_cast<size_t>(t.m * ldc), 3);
+  if (t.beta == 0.0f)  // must be overwritten, never read
+    for (size_t i = 0; i < c.size(); ++i)
+      if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> c_before = c;
+  auto a_at = [&](int64_t i, int64_t p) { return t.a_transposed ? a[p * a_lead + i] : a[i * a_lead + p]; };
+  auto b_at = [&](int64_t p, int64_t j) { return t.b_transposed ? b[j * b_lead + p] : b[p * b_lead + j]; };
+
+  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, a.data(), t.a_transposed ? 1 : a_lead,
+                              t.a_transposed ? a_lead : 1, b.data(), t.b_transposed ? 1 : b_lead,
+                              t.b_transposed ? b_lead : 1, t.beta, c.data(), ldc);
+
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = c[i * ldc + j];
+      if (j >= t.n) {
+        ASSERT_EQ(got, c_before[i * ldc + j]) << "wrote past column " << t.n;
+        continue;
+      }
+      double want = 0, magnitude = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        want += static_cast<double>(a_at(i, p)) * b_at(p, j);
+        magnitude += std::fabs(static_cast<double>(a_at(i, p)) * b_at(p, j));
+      }
+      want *= t.alpha;
+      if (t.beta != 0.0f) want += static_cast<double>(t.beta) * c_before[i * ldc + j];
+      ASSERT_NEAR(got, want, 1e-5 * (magnitude + 1.0))
+          << "C(" << i << ", " << j << ") of m=" << t.m << " n=" << t.n << " k=" << t.k;
+    }
+  }
+}
+
+class Sgemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tapegrad::cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+};
+
+TEST_F(Sgemm, MatchesReferenceAcrossTileAndBlockEdges) {
+  // 12 x 32 tiles, depth blocks of 256, row blocks of 144; a transposed B packs in 16 x 16 blocks,
+  // a transposed A in 12-row tiles, or (m >= 2n, 256 <= k <= 4096, m n <= 1024 x 256) the product
+  // is computed as C^T.
+  const int64_t sizes_mn[] = {1, 2, 11, 12, 13, 16, 17, 31, 32, 33, 47, 64, 145};
+  const int64_t depths[] = {1, 7, 16, 17, 256, 257, 600};
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (int64_t m : sizes_mn)
+      for (int64_t n : sizes_mn)
+        for (int64_t k : depths) {
+          if (m * n * k > 4'000'000) continue;
+          for (bool a_transposed : {false, true})
+            for (bool b_transposed : {false, true}) check_case({m, n, k, a_transposed, b_transposed, 1.0f, 0.0f});
+        }
+  }
+}
+
+TEST_F(Sgemm, EveryOperandLayout) {
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (bool at : {false, true})
+      for (bool bt : {false, true}) {
+        check_case({37, 70, 300, at, bt, 1.0f, 0.0f});
+        check_case({160, 33, 20, at, bt, 1.0f, 0.0f});
+        check_case({64, 512, 128, at, bt, 1.0f, 1.0f});   // an LSTM step: B read in place
+        check_case({300, 300, 513, at, bt, 1.0f, 0.0f});  // large enough to thread, several blocks
+        check_case({30, 1100, 70, at, bt, 1.0f, 0.5f});   // several 512-column blocks of B per thread
+      }
+  }
+}
+
+TEST_F(Sgemm, AlphaAndBeta) {
+  for (float alpha : {1.0f, -0.5f, 2.0f})
+    for (float beta : {0.0f, 1.0f, 0.25f}) {
+      check_case({13, 45, 270, false, true, alpha, beta});
+      check_case({200, 100, 40, true, false, alpha, beta});
+      check_case({300, 45, 300, true, false, alpha, beta});    // a weight gradient: computed as C^T
+      check_case({1040, 256, 260, true, false, alpha, beta});  // one too large for C^T: packed
+    }
+}
+
+TEST_F(Sgemm, ZeroDepthOrZeroAlphaScalesC) {
+  std::vector<float> c(6, 2.0f);
+  float a = 1, b = 1;
+  tapegrad::cpu::sgemm_avx512(2, 3, 0, 1.0f, &a, 1, 1, &b, 1, 1, 0.5f, c.data(), 3);
+  for (float v : c) EXPECT_EQ(v, 1.0f);
+  tapegrad::cpu::sgemm_avx512(2, 3, 1, 0.0f, &a, 1, 1, &b, 1, 1, 0.0f, c.data(), 3);
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(Sgemm, BroadcastOperands) {
+  // Stride-0 rows (an expanded vector) in A and in B.
+  const int64_t m = 20, n = 40, k = 30;
+  std::vector<float> a_row = uniform_values<float>(static_cast<size_t>(k), 4),
+                     b = uniform_values<float>(static_cast<size_t>(k * n), 5);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  tapegrad::cpu::sgemm_avx512(m, n, k, 1.0f, a_row.data(), 0, 1, b.data(), n, 1, 0.0f, c.data(), n);
+  for (int64_t j = 0; j < n; ++j) {
+    double want = 0;
+    for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a_row[p]) * b[p * n + j];
+    for (int64_t i = 0; i < m; ++i) ASSERT_NEAR(c[i * n + j], want, 1e-4);
+  }
+}
+
+TEST_F(Sgemm, MatmulThroughEitherKernelAgrees) {
+  tapegrad::Generator gen(7);
+  tapegrad::Tensor a = tapegrad::randn({70, 300}, tapegrad::TensorOptions(tapegrad::kFloat32), &gen);
+  tapegrad::Tensor b = tapegrad::randn({90, 300}, tapegrad::TensorOptions(tapegrad::kFloat32), &gen);
+  tapegrad::set_cpu_gemm(CpuGemm::OpenBlas);
+  EXPECT_STREQ(tapegrad::cpu_gemm_name(), "openblas");
+  tapegrad::Tensor via_openblas = tapegrad::matmul(a, b.t());
+  tapegrad::set_cpu_gemm(CpuGemm::Avx512);
+  EXPECT_STREQ(tapegrad::cpu_gemm_name(), "avx512");
+  tapegrad::Tensor via_avx512 = tapegrad::matmul(a, b.t());
+  tapegrad::set_cpu_gemm(CpuGemm::Auto);
+  EXPECT_LT(tapegrad::max(tapegrad::abs(tapegrad::sub(via_openblas, via_avx512))).item(), 1e-4);
+}
+
+}  // namespace
+
+TEST(CpuGemmSelection, ForcingAvx512WithoutItIsAClearError) {
+  if (tapegrad::cpu::sgemm_avx512_available()) {
+    tapegrad::set_cpu_gemm(CpuGemm::Avx512);
+    EXPECT_STREQ(tapegrad::cpu_gemm_name(), "avx512");
+  } else {
+    EXPECT_THROW(tapegrad::set_cpu_gemm(CpuGemm::Avx512), tapegrad::Error);
+  }
+  tapegrad::set_cpu_gemm(CpuGemm::OpenBlas);
+  EXPECT_STREQ(tapegrad::cpu_gemm_name(), "openblas");
+  tapegrad::set_cpu_gemm(CpuGemm::Auto);
+}

@@ -1,0 +1,455 @@
+// The fused LSTM layer op against an independent reference: the same recurrence written step by
+// step with basic ops through autograd. Forward and gradients in f32, and gradcheck in f64, for
+// forward and reverse directions and variable-length batches.
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/weight_layouts.h"
+#include "support/test_util.h"
+#include "support/thread_count.h"
+
+namespace tapegrad {
+namespace {
+
+using testing::expect_error;
+
+struct LstmInputs {
+  Tensor x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths;
+};
+
+LstmInputs make_inputs(int64_t T, int64_t B, int64_t I, int64_t H, DType dtype, bool with_lengths, uint64_t seed) {
+  Generator g(seed);
+  auto r = [&](Shape s, double scale) { return mul(randn(s, kFloat64, &g), scale).to(dtype).requires_grad_(); };
+  LstmInputs in{r({T, B, I}, 1.0),  r({B, H}, 0.5),  r({B, H}, 0.5),  r({4 * H, I}, 0.4),
+                r({4 * H, H}, 0.4), r({4 * H}, 0.2), r({4 * H}, 0.2), Tensor()};
+  if (with_lengths) {
+    std::vector<int64_t> lens;
+    for (int64_t b = 0; b < B; ++b) lens.push_back(b == 0 ? T : std::max<int64_t>(0, T - 1 - b));
+    in.lengths = tensor<int64_t>(lens);
+  }
+  return in;
+}
+
+// The recurrence written out with elementary differentiable ops.
+LstmLayerOutput reference(const LstmInputs& in, bool reverse) {
+  const int64_t T = in.x.size(0), B = in.x.size(1);
+  Tensor h = in.h0, c = in.c0;
+  std::vector<Tensor> outputs(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    int64_t t = reverse ? T - 1 - s : s;
+    Tensor z = add(linear(in.x.select(0, t), in.w_ih, in.b_ih), linear(h, in.w_hh, in.b_hh));
+    std::vector<Tensor> parts = chunk(z, 4, 1);
+    Tensor i = sigmoid(parts[0]), f = sigmoid(parts[1]), g = tanh(parts[2]), o = sigmoid(parts[3]);
+    Tensor c_new = add(mul(f, c), mul(i, g));
+    Tensor h_new = mul(o, tanh(c_new));
+    if (in.lengths.defined()) {
+      Tensor m = lt(full({B, 1}, static_cast<double>(t), kInt64), in.lengths.view({B, 1})).to(in.x.dtype());
+      h = add(mul(m, h_new), mul(1.0 - m, h));
+      c = add(mul(m, c_new), mul(1.0 - m, c));
+      outputs[static_cast<size_t>(t)] = mul(m, h_new);
+    } else {
+      h = h_new;
+      c = c_new;
+      outputs[static_cast<size_t>(t)] = h_new;
+    }
+  }
+  return {stack(outputs, 0), h, c};
+}
+
+// A scalar that weighs every output differently, so each gradient is distinct.
+Tensor objective(const LstmLayerOutput& r, uint64_t seed) {
+  Generator g(seed);
+  Tensor wo = randn(r.output.sizes(), r.output.dtype(), &g);
+  Tensor wh = randn(r.h_n.sizes(), r.h_n.dtype(), &g);
+  Tensor wc = randn(r.c_n.sizes(), r.c_n.dtype(), &g);
+  return add(add(sum(mul(r.output, wo)), sum(mul(r.h_n, wh))), sum(mul(r.c_n, wc)));
+}
+
+double relative_error(const Tensor& a, const Tensor& b) {
+  double diff = 0, norm = 0;
+  std::vector<double> va = testing::values(a), vb = testing::values(b);
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff += (va[i] - vb[i]) * (va[i] - vb[i]);
+    norm += vb[i] * vb[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
+}
+
+struct Case {
+  const char* name;
+  bool reverse, lengths;
+};
+
+class LstmLayer : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LstmLayer, MatchesStepByStepReferenceInFloat32) {
+  const Case& c = GetParam();
+  LstmInputs in = make_inputs(6, 4, 5, 7, kFloat32, c.lengths, 11);
+  LstmLayerOutput fused = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
+  LstmLayerOutput ref = reference(in, c.reverse);
+  EXPECT_LT(relative_error(fused.output, ref.output), 1e-5);
+  EXPECT_LT(relative_error(fused.h_n, ref.h_n), 1e-5);
+  EXPECT_LT(relative_error(fused.c_n, ref.c_n), 1e-5);
+
+  std::vector<Tensor> leaves{in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh};
+  objective(fused, 5).backward();
+  std::vector<Tensor> fused_grads;
+  for (Tensor& t : leaves) {
+    fused_grads.push_back(t.grad());
+    t.set_grad(Tensor());
+  }
+  objective(ref, 5).backward();
+  const char* names[] = {"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"};
+  for (size_t i = 0; i < leaves.size(); ++i)
+    EXPECT_LT(relative_error(fused_grads[i], leaves[i].grad()), 1e-5) << "gradient of " << names[i];
+}
+
+TEST_P(LstmLayer, GradcheckInFloat64) {
+  const Case& c = GetParam();
+  LstmInputs in = make_inputs(4, 3, 2, 3, kFloat64, c.lengths, 12);
+  Tensor lengths = in.lengths;
+  bool reverse = c.reverse;
+  auto result = autograd::gradcheck(
+      [lengths, reverse](const std::vector<Tensor>& v) {
+        LstmLayerOutput r = lstm_layer(v[0], v[1], v[2], v[3], v[4], v[5], v[6], lengths, reverse);
+        return cat({r.output.reshape({-1}), r.h_n.reshape({-1}), r.c_n.reshape({-1})}, 0);
+      },
+      {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+// Large enough that the CPU runs the recurrence on two batch slices (Note [batch-parallel
+// recurrence] in src/cpu/lstm.cpp): 22 rows split 11 + 11, neither a multiple of a GEMM tile, and
+// with lengths some rows finish early or never start. Values and gradients must match the
+// step-by-step reference, and the split must not change any number.
+TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
+  const Case& c = GetParam();
+  auto run = [&](int threads) {
+    testing::ThreadCount thread_count(threads);
+    LstmInputs in = make_inputs(12, 22, 9, 40, kFloat32, c.lengths, 21);
+    LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
+    objective(out, 6).backward();
+    std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
+    for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) results.push_back(t.grad());
+    return std::make_pair(in, results);
+  };
+  auto [in, two] = run(2);
+  auto one = run(1).second;
+
+  LstmLayerOutput ref = reference(in, c.reverse);
+  for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
+  objective(ref, 6).backward();
+  std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
+  for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) expected.push_back(t.grad());
+  const char* names[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_LT(relative_error(two[i], expected[i]), 2e-5) << names[i];
+    EXPECT_LT(relative_error(two[i], one[i]), 1e-6) << names[i] << ": one thread against two";
+  }
+}
+
+// A classifier reads only h_n: the output sequence's gradient is then the engine's broadcast
+// zero, which the CPU recurrence skips rather than adds.
+TEST_P(LstmLayer, OnlyTheFinalStateUsed) {
+  const Case& c = GetParam();
+  LstmInputs in = make_inputs(9, 12, 5, 24, kFloat32, c.lengths, 31);
+  std::vector<Tensor> leaves{in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh};
+  auto grads_of = [&](const LstmLayerOutput& r) {
+    Generator g(7);
+    sum(mul(r.h_n, randn(r.h_n.sizes(), r.h_n.dtype(), &g))).backward();
+    std::vector<Tensor> grads;
+    for (Tensor& t : leaves) {
+      grads.push_back(t.grad());
+      t.set_grad(Tensor());
+    }
+    return grads;
+  };
+  std::vector<Tensor> fused =
+      grads_of(lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse));
+  std::vector<Tensor> expected = grads_of(reference(in, c.reverse));
+  const char* names[] = {"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"};
+  for (size_t i = 0; i < leaves.size(); ++i)
+    EXPECT_LT(relative_error(fused[i], expected[i]), 1e-5) << "gradient of " << names[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, LstmLayer,
+                         ::testing::Values(Case{"forward", false, false}, Case{"reverse", true, false},
+                                           Case{"forward_lengths", false, true}, Case{"reverse_lengths", true, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(LstmLayerOp, PaddedStepsAreZeroAndKeepTheState) {
+  LstmInputs in = make_inputs(5, 3, 2, 4, kFloat64, true, 13);  // lengths {5, 3, 2}
+  LstmLayerOutput r = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths);
+  for (double v : testing::values(r.output.narrow(0, 3, 2).select(1, 1))) EXPECT_EQ(v, 0.0);
+  testing::expect_close(r.h_n.select(0, 1), r.output.select(0, 2).select(0, 1), 0);
+}
+
+TEST(LstmLayerOp, BadInputsAreErrors) {
+  LstmInputs in = make_inputs(3, 2, 4, 5, kFloat32, false, 14);
+  expect_error([&] { lstm_layer(in.x.select(0, 0), in.h0, in.c0, in.w_ih, in.w_hh); }, {"lstm", "[T, B, I]"});
+  expect_error([&] { lstm_layer(in.x, in.h0, in.c0, in.w_hh, in.w_hh); }, {"lstm", "weight_ih"});
+  expect_error([&] { lstm_layer(in.x, in.h0.narrow(0, 0, 1), in.c0, in.w_ih, in.w_hh); }, {"lstm", "[1, 5]", "[2, 5]"});
+  expect_error(
+      [&] {
+        lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, Tensor(), Tensor(), tensor<int64_t>({1, 9}));
+      },
+      {"lstm", "length 9"});
+  expect_error([&] { lstm_layer(in.x.to(kFloat64), in.h0, in.c0, in.w_ih, in.w_hh); }, {"lstm", "float32"});
+}
+
+}  // namespace
+}  // namespace tapegrad
+
+namespace tapegrad {
+namespace {
+
+std::vector<std::string> parameter_names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+TEST(LSTMModule, PyTorchParameterNamesAndShapes) {
+  nn::LSTM lstm(3, 4, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  EXPECT_EQ(
+      parameter_names(lstm),
+      (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
+                                "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse", "weight_ih_l1",
+                                "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_ih_l1_reverse",
+                                "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"}));
+  StateDict params = lstm.named_parameters();
+  EXPECT_EQ(params[0].second.sizes(), (Shape{16, 3}));
+  EXPECT_EQ(params[8].second.sizes(), (Shape{16, 8}));  // layer 1 reads both directions
+  for (const auto& [n, t] : params)
+    for (double v : testing::values(t)) EXPECT_LE(std::fabs(v), 0.5);  // U(-1/sqrt(4), 1/sqrt(4))
+}
+
+TEST(LSTMModule, VariableLengthEqualsEachSequenceAlone) {
+  manual_seed(21);
+  nn::LSTM lstm(3, 5, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  lstm.to(kFloat64);
+  const int64_t T = 6;
+  Tensor x = randn({T, 3, 3}, kFloat64);
+  std::vector<int64_t> lens{6, 4, 1};
+  nn::LSTMOutput packed = lstm.forward(x, Tensor(), Tensor(), tensor<int64_t>(lens));
+  for (int64_t b = 0; b < 3; ++b) {
+    nn::LSTMOutput alone = lstm.forward(x.narrow(0, 0, lens[b]).narrow(1, b, 1));
+    testing::expect_close(packed.output.narrow(0, 0, lens[b]).narrow(1, b, 1), alone.output, 1e-12);
+    testing::expect_close(packed.h_n.narrow(1, b, 1), alone.h_n, 1e-12);
+    testing::expect_close(packed.c_n.narrow(1, b, 1), alone.c_n, 1e-12);
+  }
+  for (double v : testing::values(packed.output.narrow(0, 1, T - 1).select(1, 2))) EXPECT_EQ(v, 0.0);
+}
+
+TEST(LSTMModule, BatchFirstIsATranspose) {
+  manual_seed(22);
+  nn::LSTM a(2, 3), b(2, 3, nn::LSTMOptions().batch_first(true));
+  b.load_state_dict(a.state_dict());
+  Tensor x = randn({4, 5, 2});
+  testing::expect_close(b.forward(x.transpose(0, 1)).output.transpose(0, 1), a.forward(x).output, 1e-6);
+}
+
+TEST(LSTMModule, GradcheckTwoLayersBidirectionalWithLengths) {
+  manual_seed(23);
+  nn::LSTM lstm(2, 2, nn::LSTMOptions().num_layers(2).bidirectional(true));
+  lstm.to(kFloat64);
+  Tensor x = randn({3, 2, 2}, kFloat64).requires_grad_();
+  Tensor h0 = randn({4, 2, 2}, kFloat64).requires_grad_();
+  std::vector<Tensor> inputs{x, h0};
+  for (Tensor& p : lstm.parameters()) inputs.push_back(p);
+  Tensor lengths = tensor<int64_t>({3, 2});
+  auto result = autograd::gradcheck(
+      [&](const std::vector<Tensor>& v) {
+        nn::LSTMOutput r = lstm.forward(v[0], v[1], Tensor(), lengths);
+        return cat({r.output.reshape({-1}), r.h_n.reshape({-1}), r.c_n.reshape({-1})}, 0);
+      },
+      inputs);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(LSTMModule, CellMatchesOneStepOfTheLayer) {
+  manual_seed(24);
+  nn::LSTMCell cell(3, 4);
+  Tensor x = randn({2, 3}), h = randn({2, 4}), c = randn({2, 4});
+  auto [h1, c1] = cell.forward(x, h, c);
+  LstmLayerOutput r = lstm_layer(x.unsqueeze(0), h, c, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh);
+  testing::expect_close(h1, r.h_n, 0);
+  testing::expect_close(c1, r.c_n, 0);
+}
+
+TEST(Training, TinyLstmLearnsToCountSigns) {
+  // Class = whether more of the 8 steps had a positive first feature than not: needs memory.
+  manual_seed(25);
+  Tensor x = randn({8, 128, 2});
+  Tensor y = gt(sum(gt(x.select(2, 0), 0.0).to(kFloat32), {0}), 4.0).to(kInt64);
+  nn::LSTM lstm(2, 16);
+  nn::Linear head(16, 2);
+  std::vector<Tensor> params = lstm.parameters();
+  for (const Tensor& p : head.parameters()) params.push_back(p);
+  optim::Adam opt(params, optim::AdamOptions(2e-2));
+  double first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    Tensor loss = cross_entropy(head(lstm.forward(x).h_n.select(0, 0)), y);
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_GT(first, 0.5);
+  EXPECT_LT(last, 0.25);
+}
+
+// Note [kept weight layouts]: inside a WeightLayoutScope the CPU recurrence reuses the weight
+// layouts it made, and must make a fresh one whenever a weight has been written; outside any scope
+// every call makes its own.
+struct LayoutRun {
+  Tensor output, grad_w_hh;
+};
+
+LayoutRun run_layer(const LstmInputs& in) {
+  for (const Tensor* t : {&in.x, &in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh})
+    if (t->grad().defined()) t->grad().zero_();
+  LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, Tensor(), false);
+  sum(mul(out.output, out.output)).backward();
+  return {out.output.detach().clone(), in.w_hh.grad().clone()};
+}
+
+// The same layer on fresh copies of the weights, with no layouts kept: what any call must give.
+LayoutRun run_on_copies(const LstmInputs& in) {
+  backend::WeightLayoutScope none(nullptr);
+  LstmInputs fresh = in;
+  for (Tensor* t : {&fresh.w_ih, &fresh.w_hh, &fresh.b_ih, &fresh.b_hh}) *t = t->detach().clone().requires_grad_();
+  fresh.x = in.x.detach().requires_grad_();
+  return run_layer(fresh);
+}
+
+// Bit for bit (no NaN arises here).
+bool equal(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && allclose(a, b, 0.0, 0.0);
+}
+
+void expect_same(const LayoutRun& got, const LayoutRun& want, const std::string& what) {
+  EXPECT_TRUE(equal(got.output, want.output)) << what << ": output";
+  EXPECT_TRUE(equal(got.grad_w_hh, want.grad_w_hh)) << what << ": grad of weight_hh";
+}
+
+int64_t made_since(const backend::WeightLayoutCounts& before) {
+  return backend::weight_layout_counts().made - before.made;
+}
+int64_t reused_since(const backend::WeightLayoutCounts& before) {
+  return backend::weight_layout_counts().reused - before.reused;
+}
+
+TEST(LstmWeightLayouts, ReusedInsideAScopeWhileTheWeightsAreUnchanged) {
+  for (bool bf16 : {false, true}) {
+    std::optional<amp::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(kCPU, kBFloat16);
+    LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, bf16 ? 41 : 40);
+    backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+    const backend::WeightLayoutCounts before = backend::weight_layout_counts();
+    LayoutRun first = run_layer(in);
+    LayoutRun second = run_layer(in);
+    // The forward's layout is made once and reused; under autocast, the backward's too.
+    EXPECT_EQ(made_since(before), bf16 ? 2 : 1) << "bf16 " << bf16;
+    EXPECT_EQ(reused_since(before), bf16 ? 2 : 1) << "bf16 " << bf16;
+    const std::string kind = bf16 ? ", bf16" : "";
+    expect_same(second, first, "second call" + kind);
+    expect_same(second, run_on_copies(in), "against fresh weights" + kind);
+  }
+}
+
+TEST(LstmWeightLayouts, OutsideAScopeEveryCallMakesItsOwn) {
+  // A write through the data pointer bumps no version: outside a scope it is still seen.
+  LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, 45);
+  const backend::WeightLayoutCounts before = backend::weight_layout_counts();
+  LayoutRun first = run_layer(in);
+  static_cast<float*>(in.w_hh.data_ptr())[3] += 0.5f;
+  LayoutRun second = run_layer(in);
+  EXPECT_EQ(made_since(before), 0);
+  EXPECT_EQ(reused_since(before), 0);
+  EXPECT_FALSE(equal(second.output, first.output));
+  expect_same(second, run_on_copies(in), "after a raw write");
+}
+
+TEST(LstmWeightLayouts, EveryWriteToAWeightMakesAFreshLayout) {
+  for (bool bf16 : {false, true}) {
+    std::optional<amp::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(kCPU, kBFloat16);
+    LstmInputs in = make_inputs(6, 5, 7, 16, kFloat32, false, 42);
+    backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+    // Control: each write below changes the result, so a stale layout would be seen.
+    const std::vector<std::pair<const char*, std::function<void()>>> writes = {
+        {"weight_ih add_",
+         [&] {
+           NoGradGuard g;
+           in.w_ih.add_(0.25);
+         }},
+        {"weight_hh mul_",
+         [&] {
+           NoGradGuard g;
+           in.w_hh.mul_(-1.0);
+         }},
+        {"bias_hh copy_",
+         [&] {
+           NoGradGuard g;
+           in.b_hh.copy_(full({64}, 0.5));
+         }},
+        {"optimizer step",
+         [&] {
+           optim::SGD opt({in.w_ih, in.w_hh, in.b_ih, in.b_hh}, optim::SGDOptions(0.5));
+           opt.step();  // the gradients of the last run
+         }},
+    };
+    LayoutRun previous = run_layer(in);
+    for (const auto& [what, write] : writes) {
+      write();
+      LayoutRun now = run_layer(in);
+      EXPECT_FALSE(equal(now.output, previous.output)) << what << ": the control did not change the output";
+      expect_same(now, run_on_copies(in), std::string(what) + (bf16 ? ", bf16" : ""));
+      previous = now;
+    }
+  }
+}
+
+TEST(LstmWeightLayouts, NewWeightsInTheSameShapeAreNotConfused) {
+  // Layouts of freed weights are dropped, and a new tensor (maybe at the freed address) is new.
+  backend::WeightLayoutScope scope(std::make_shared<backend::WeightLayouts>());
+  LayoutRun first;
+  {
+    LstmInputs a = make_inputs(4, 3, 5, 8, kFloat32, false, 43);
+    first = run_layer(a);
+  }
+  LstmInputs b = make_inputs(4, 3, 5, 8, kFloat32, false, 44);
+  LayoutRun second = run_layer(b);
+  EXPECT_FALSE(equal(first.output, second.output));
+  expect_same(second, run_on_copies(b), "new weights");
+}
+
+TEST(LstmWeightLayouts, ACheckpointedModuleSharesLayoutsAcrossItsForwardRuns) {
+  // Two layers, both directions, four runs of steps: a direction's four forward runs read one
+  // layout; each recomputation in backward makes its own (none is live at the backward's peak);
+  // the next step, after the optimiser, starts anew.
+  manual_seed(46);
+  nn::LSTM lstm(5, 8, nn::LSTMOptions().num_layers(2).bidirectional(true).checkpoint_segments(4));
+  optim::SGD opt(lstm.parameters(), optim::SGDOptions(0.1));
+  Tensor x = randn({12, 3, 5});
+  for (int step = 0; step < 2; ++step) {
+    backend::WeightLayoutCounts before = backend::weight_layout_counts();
+    Tensor loss = sum(lstm.forward(x).output);
+    EXPECT_EQ(made_since(before), 4) << "step " << step;
+    EXPECT_EQ(reused_since(before), 4 * 3) << "step " << step;
+    before = backend::weight_layout_counts();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    EXPECT_EQ(made_since(before), 0) << "step " << step;
+    EXPECT_EQ(reused_since(before), 0) << "step " << step;
+  }
+}
+}  // namespace
+}  // namespace tapegrad
