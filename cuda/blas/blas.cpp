@@ -34,7 +34,7 @@ struct Operand {
 };
 
 // `m` is [rows, cols] or [batch, rows, cols]. The stride conditions are those of the CPU gemm
-// (src/cpu/gemm.cpp), so both backends accept the same layouts without copying.
+// (src/cpu/gemm/gemm.cpp), so both backends accept the same layouts without copying.
 Operand as_operand(const Tensor& m) {
   const int64_t rows = m.size(-2), cols = m.size(-1), s_row = m.stride(-2), s_col = m.stride(-1);
   const int64_t batch_stride = m.dim() == 3 ? m.stride(0) : 0;

@@ -1,6 +1,6 @@
 // cuBLAS and cuBLASLt, opened on first use (Note [cuBLAS on first use]). Every call into them goes
 // through cublas_api().
-// Shared by the blas/ files and tests/cuda_backend/test_cublas_loading.cpp.
+// Shared by the blas/ files and tests/cuda/test_cublas_loading.cpp.
 #pragma once
 
 #include <cublasLt.h>

@@ -16,7 +16,7 @@ TG_HD T sigmoid(T x) {
 
 // Where the cell's sigmoid and tanh come from: the math library by default (CUDA's intrinsics on the
 // device). A backend may pass its own policy with the same two members, e.g. the CPU's vectorisable
-// float versions (src/cpu/vec_math.h), and still share the formulas below.
+// float versions (src/cpu/loops/vec_math.h), and still share the formulas below.
 struct LibmActivations {
   template <class T>
   TG_HD static T sigmoid_of(T x) {

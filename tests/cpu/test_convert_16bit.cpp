@@ -1,4 +1,4 @@
-// The vectorised float32 <-> bfloat16 / float16 copies (src/cpu/convert_16bit.cpp) give exactly the
+// The vectorised float32 <-> bfloat16 / float16 copies (src/cpu/half/convert_16bit.cpp) give exactly the
 // bits of the scalar conversions (core/half.h) on every 16-bit pattern and on float32 values chosen
 // to hit rounding ties, denormals, overflow, infinities and NaNs, at lengths that are not multiples
 // of the vector width; and a strided copy (the scalar path) agrees, as the negative control that

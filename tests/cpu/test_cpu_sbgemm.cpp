@@ -1,4 +1,4 @@
-// The bf16 products with f32 accumulation (src/cpu/sbgemm.h) against a double-precision reference
+// The bf16 products with f32 accumulation (src/cpu/gemm/sbgemm.h) against a double-precision reference
 // of the bf16-rounded operands: every edge of the blocking (tile rows, panel columns, depth blocks
 // and an odd depth), both layouts of each operand, f32 and bf16 sources, alpha and beta, one and
 // two threads, on the AMX and AVX512-BF16 kernels where the CPU has them and on the portable path

@@ -1,4 +1,4 @@
-// The vectorised float uniform draw (src/cpu/uniform_avx512.h) against the scalar Philox path it
+// The vectorised float uniform draw (src/cpu/kernels/uniform_avx512.h) against the scalar Philox path it
 // replaces, bit for bit: odd ranges and lengths, counters across a 2^32 boundary, a range whose top
 // the rounding reaches, and rand() through the public API; and randint into a float tensor, which
 // shares the Philox stream but not the conversion (a control that only uniform draws take the path).

@@ -1,4 +1,4 @@
-// The CPU's vectorisable float exp, tanh and sigmoid (src/cpu/vec_math.h) against double-precision
+// The CPU's vectorisable float exp, tanh and sigmoid (src/cpu/loops/vec_math.h) against double-precision
 // libm over a dense sweep of every float range, edge values included, both in the vectorised loops
 // the kernels use and as plain scalar calls; then the kernels that use them, through the ops.
 #include <gtest/gtest.h>

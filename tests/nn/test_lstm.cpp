@@ -123,7 +123,7 @@ TEST_P(LstmLayer, GradcheckInFloat64) {
 }
 
 // Large enough that the CPU runs the recurrence on two batch slices (Note [batch-parallel
-// recurrence] in src/cpu/lstm.cpp): 22 rows split 11 + 11, neither a multiple of a GEMM tile, and
+// recurrence] in src/cpu/kernels/lstm.cpp): 22 rows split 11 + 11, neither a multiple of a GEMM tile, and
 // with lengths some rows finish early or never start. Values and gradients must match the
 // step-by-step reference, and the split must not change any number.
 TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {

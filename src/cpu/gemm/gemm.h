@@ -1,4 +1,4 @@
-// The CPU's gemm_mixed slot kernel (gemm/gemm.cpp), declared because tests/test_cpu_sbgemm.cpp runs
+// The CPU's gemm_mixed slot kernel (gemm/gemm.cpp), declared because tests/cpu/test_cpu_sbgemm.cpp runs
 // it directly on operands laid out as the products path sees them. Contract: backend/kernel_slots.def.
 #pragma once
 

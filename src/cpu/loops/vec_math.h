@@ -5,7 +5,7 @@
 // functions it runs on AVX-512 or AVX2+FMA where the CPU has them.
 //
 // Accuracy (float, checked against double-precision libm over a dense sweep of all floats in
-// tests/test_vec_math.cpp): relative error below 2e-7 (2-3 ulp) wherever the result is a normal
+// tests/cpu/test_vec_math.cpp): relative error below 2e-7 (2-3 ulp) wherever the result is a normal
 // float; subnormal results round once, so they are within one subnormal step; overflow gives inf,
 // underflow 0, and NaN, +-inf and -0 behave as in libm. Double precision goes to libm unchanged:
 // the gradchecks run in f64 and keep its full accuracy.
