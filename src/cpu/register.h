@@ -1,6 +1,9 @@
-// The CPU backend's parts, each filling its own slots of the kernel table; cpu_backend.cpp calls
-// them in order. A family's kernels are private to its file: the slots are their interface, and
-// their signatures and overwrite/accumulate contracts are those of backend/kernel_slots.def.
+// The CPU backend's kernel families. A family is one file (in kernels/, gemm/ or runtime/) whose
+// kernels are private to it and that ends with its `void register_<family>(backend::KernelTable& t)`,
+// filling the family's slots of the table; the slots are the kernels' interface, and their signatures
+// and overwrite/accumulate contracts are those of backend/kernel_slots.def. The build finds the
+// register functions in the sources and lists them (cmake/KernelFamilies.cmake), so adding a family
+// is adding its file: this header declares them from that list and cpu_backend.cpp calls them.
 #pragma once
 
 #include "backend/kernel_table.h"
@@ -13,20 +16,13 @@ using backend::CompareOp;
 using backend::ReduceOp;
 using backend::UnaryOp;
 
-void register_allocator(backend::KernelTable& t);   // runtime/caching_allocator.cpp
-void register_copy_fill(backend::KernelTable& t);   // kernels/copy_fill.cpp: copy, fill, arange, random draws
-void register_pointwise(backend::KernelTable& t);   // kernels/pointwise.cpp: binary, compare, where, clamp
-void register_unary(backend::KernelTable& t);       // kernels/unary.cpp
-void register_reduce(backend::KernelTable& t);      // kernels/reduce.cpp
-void register_gemm(backend::KernelTable& t);        // gemm/gemm.cpp: gemm, gemm_mixed, gemm_bias, bmm
-void register_softmax(backend::KernelTable& t);     // kernels/softmax.cpp: softmax and cross_entropy
-void register_layer_norm(backend::KernelTable& t);  // kernels/layer_norm.cpp
-void register_indexing(backend::KernelTable& t);    // kernels/indexing.cpp
-void register_lstm(backend::KernelTable& t);        // kernels/lstm.cpp
-void register_optim(backend::KernelTable& t);       // kernels/optim.cpp
-void register_amp(backend::KernelTable& t);         // kernels/amp.cpp
+#define TG_KERNEL_FAMILY(family) void register_##family(backend::KernelTable& t);
+#include "cpu_kernel_families.inc"
+#undef TG_KERNEL_FAMILY
+
 // half/widening.cpp: the 16-bit layer over the float32-only kernels flagged TG_WIDEN_16BIT in
-// backend/kernel_slots.def. Runs last: it wraps what the families registered.
+// backend/kernel_slots.def. Not in the generated list: it runs last, as it wraps what the families
+// registered.
 void register_16bit_widening(backend::KernelTable& t);
 
 }  // namespace tapegrad::cpu
