@@ -19,7 +19,8 @@
   X(Square, "square", SquareOp)           \
   X(LeakyRelu, "leaky_relu", LeakyReluOp) \
   X(Softplus, "softplus", SoftplusOp)     \
-  X(Elu, "elu", EluOp)
+  X(Elu, "elu", EluOp)                    \
+  X(Silu, "silu", SiluOp)
 
 #define TG_BINARY_OPS(X)           \
   X(Add, "add", AddOp)             \

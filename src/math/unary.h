@@ -193,6 +193,21 @@ struct SoftplusOp {
     return x * s.a > s.b ? g : g * z / (z + T(1));
   }
 };
+// silu(x) = x sigmoid(x), written as PyTorch's CPU kernel writes it (x / (1 + exp(-x))); its
+// derivative is sigmoid(x) (1 + x (1 - sigmoid(x))).
+struct SiluOp {
+  static constexpr bool kIntegers = false, kCheap = false;
+  static constexpr BackwardReads kReads = BackwardReads::Input;
+  template <class T>
+  TG_HD static T forward(T x, Scalars<T>) {
+    return x / (T(1) + exp(-x));
+  }
+  template <class T>
+  TG_HD static T backward(T g, T x, T, Scalars<T>) {
+    const T sigmoid = T(1) / (T(1) + exp(-x));
+    return g * sigmoid * (T(1) + x * (T(1) - sigmoid));
+  }
+};
 // elu(x) = x > 0 ? x : alpha (exp(x) - 1); elu'(x) = alpha exp(x) for x <= 0; s.a = alpha.
 struct EluOp {
   static constexpr bool kIntegers = false, kCheap = false;

@@ -18,6 +18,9 @@ Tensor Sigmoid::forward(const Tensor& input) {
 Tensor GELU::forward(const Tensor& input) {
   return gelu(input);
 }
+Tensor SiLU::forward(const Tensor& input) {
+  return silu(input);
+}
 
 LeakyReLU::LeakyReLU(double negative_slope) : negative_slope_(negative_slope) {
   TG_CHECK(std::isfinite(negative_slope), "LeakyReLU: negative_slope must be finite, got ", negative_slope);

@@ -79,6 +79,9 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x) {
   return unary_op(UnaryOp::Gelu, x);
 }
+Tensor silu(const Tensor& x) {
+  return unary_op(UnaryOp::Silu, x);
+}
 Tensor square(const Tensor& x) {
   return unary_op(UnaryOp::Square, x);
 }

@@ -1,7 +1,7 @@
 // The model-building API: public registration, default names, the module tree's traversal
 // (named_modules, modules, children, apply) in PyTorch's order with its de-duplication, printing
 // like PyTorch's repr, Sequential built in one expression, ModuleList, ModuleDict, and the
-// Tanh/Sigmoid/GELU modules.
+// Tanh/Sigmoid/GELU/SiLU modules.
 #include <cmath>
 #include <sstream>
 
@@ -233,6 +233,7 @@ TEST(ModulePrinting, LikePyTorchRepr) {
   EXPECT_EQ(nn::Tanh().str(), "Tanh()");
   EXPECT_EQ(nn::Sigmoid().str(), "Sigmoid()");
   EXPECT_EQ(nn::GELU().str(), "GELU(approximate='none')");
+  EXPECT_EQ(nn::SiLU().str(), "SiLU()");
   EXPECT_EQ(nn::Dropout().str(), "Dropout(p=0.5)");
 }
 
@@ -379,8 +380,9 @@ TEST(ModuleDict, KeysInInsertionOrderReplaceInPlace) {
 TEST(Activations, ValuesMatchTheFormulas) {
   std::vector<double> xs{-3.0, -0.5, 0.0, 0.7, 2.5};
   Tensor x = tensor<double>(xs);
-  std::vector<double> t, s, g;
+  std::vector<double> t, s, g, silu_values;
   for (double v : xs) {
+    silu_values.push_back(v / (1.0 + std::exp(-v)));  // PyTorch's silu
     t.push_back(std::tanh(v));
     s.push_back(1.0 / (1.0 + std::exp(-v)));
     g.push_back(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));  // PyTorch's GELU, approximate='none'
@@ -388,6 +390,7 @@ TEST(Activations, ValuesMatchTheFormulas) {
   expect_close(nn::Tanh()(x), t, 1e-12);
   expect_close(nn::Sigmoid()(x), s, 1e-12);
   expect_close(nn::GELU()(x), g, 1e-12);
+  expect_close(nn::SiLU()(x), silu_values, 1e-12);
 }
 
 TEST(Activations, GradcheckThroughTheModules) {

@@ -134,6 +134,9 @@ inline std::vector<OpRow> op_rows() {
                  return a > 0 ? a : 0.0;
                })});
   t.push_back({"gelu", {range({3, 4}, -3, 3)}, [](const Inputs& x) { return gelu(x[0]); }, unary(gelu_ref)});
+  t.push_back({"silu", {range({3, 4}, -6, 6)}, [](const Inputs& x) { return silu(x[0]); }, unary([](double a) {
+                 return a / (1.0 + std::exp(-a));
+               })});
   t.push_back({"leaky_relu", {in({3, 5})}, [](const Inputs& x) { return leaky_relu(x[0]); }, unary([](double a) {
                  return a > 0 ? a : 0.01 * a;
                })});

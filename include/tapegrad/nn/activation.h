@@ -1,4 +1,4 @@
-// Activation modules beyond ReLU (in layers.h): Tanh, Sigmoid, GELU, LeakyReLU, Softplus and ELU,
+// Activation modules beyond ReLU (in layers.h): Tanh, Sigmoid, GELU, SiLU, LeakyReLU, Softplus and ELU,
 // each the module form of its elementwise op in tapegrad/ops/elementwise.h, so it can sit in a
 // Sequential. Parameters, defaults and printed form are PyTorch's; a bad parameter throws
 // tapegrad::Error from the constructor.
@@ -29,6 +29,13 @@ class GELU : public UnaryModule {
 
  protected:
   std::string extra_repr() const override { return "approximate='none'"; }
+};
+
+// x * sigmoid(x), PyTorch's SiLU.
+class SiLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "SiLU"; }
 };
 
 // x > 0 ? x : negative_slope * x. negative_slope must be finite.

@@ -19,6 +19,7 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);  // the exact (erf) form, PyTorch's default
+Tensor silu(const Tensor& x);  // x * sigmoid(x) (PyTorch's silu, also called swish)
 Tensor square(const Tensor& x);
 
 // Parameterised activations, with PyTorch's formulas and defaults (torch.nn.functional). An
