@@ -1,9 +1,11 @@
-// CPU/CUDA parity of layer_norm through the public op, forward and backward (input, weight and
-// bias gradients): row widths on both sides of the warp-per-row limit, enough rows for several
-// parameter-gradient slices, every affine combination, several normalised dims, strided inputs,
-// 16-bit inputs (computed in float), rows far from zero, and empty inputs. Inputs are made on the
-// CPU and copied, so both devices see the same numbers. The cases skip where no GPU is present.
+// CPU/CUDA parity of layer_norm and rms_norm through the public ops, forward and backward (input
+// and parameter gradients): row widths on both sides of the warp-per-row limit, enough rows for
+// several parameter-gradient slices, with and without parameters, several normalised dims, strided
+// inputs, 16-bit inputs (computed in float), rows far from zero (layer_norm), the default eps and
+// a weight of another dtype (rms_norm), and empty inputs. Inputs are made on the CPU and copied,
+// so both devices see the same numbers. The cases skip where no GPU is present.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -187,6 +189,132 @@ TEST(CudaLayerNormParity, MixedDevicesAreAnError) {
         layer_norm(zeros({2, 4}).to(kCUDA), {4}, ones({4}));
       },
       {"layer_norm", "same device", "cpu"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// rms_norm
+// ---------------------------------------------------------------------------------------------
+
+// rms_norm of copies of x and w (leaves on `device`, w may be undefined), then backward with dy;
+// `dtype` is what the op sees. db stays undefined.
+Grads run_rms(const Tensor& x, const Tensor& w, const Tensor& dy, const Shape& normalized, Device device, DType dtype,
+              std::optional<double> eps = 1e-5) {
+  auto leaf = [&](const Tensor& t) {
+    return t.defined() ? t.detach().to(dtype).to(device).requires_grad_(true) : Tensor();
+  };
+  Tensor xl = leaf(x), wl = leaf(w);
+  Grads g;
+  g.y = rms_norm(xl, normalized, wl, eps);
+  g.y.backward(dy.to(dtype).to(device));
+  g.dx = xl.grad();
+  g.dw = wl.defined() ? wl.grad() : Tensor();
+  return g;
+}
+
+TEST(CudaRmsNormParity, ForwardAndBackwardOverWidths) {
+  SKIP_WITHOUT_GPU();
+  // Widths around a warp (32) and the warp-per-row limit (1024); rows from one to several
+  // weight-gradient slices (128 rows or more each).
+  const std::vector<int64_t> widths = {1, 7, 32, 33, 1000, 1024, 1025, gpu_size(5000, 1500)};
+  const std::vector<int64_t> row_counts = {1, 37, gpu_size(3000, 300)};
+  uint64_t seed = 600;
+  for (DType dtype : {kFloat32, kFloat64}) {
+    int variant = 0;
+    for (int64_t cols : widths) {
+      for (int64_t rows : row_counts) {
+        if (testing::cuda_is_emulated() && rows * cols > 400000) continue;
+        const bool with_weight = variant++ % 2 == 0;
+        const std::string what =
+            shape_str({rows, cols}) + (with_weight ? " weight " : " no weight ") + dtype_name(dtype);
+        Tensor x = uniform({rows, cols}, kFloat64, seed++, -2.0, 3.0);
+        Tensor w = with_weight ? uniform({cols}, kFloat64, seed++, 0.5, 1.5) : Tensor();
+        Tensor dy = uniform({rows, cols}, kFloat64, seed++);
+        expect_grads_parity(run_rms(x, w, dy, {cols}, kCUDA, dtype), run_rms(x, w, dy, {cols}, kCPU, dtype),
+                            tols_for(dtype), what);
+      }
+    }
+  }
+}
+
+TEST(CudaRmsNormParity, SeveralDimsStridedInputsAndDefaultEps) {
+  SKIP_WITHOUT_GPU();
+  // [3, 4, 5, 6] over [5, 6], the default eps (float64's).
+  Tensor x = uniform({3, 4, 5, 6}, kFloat64, 700), w = uniform({5, 6}, kFloat64, 701);
+  Tensor dy = uniform({3, 4, 5, 6}, kFloat64, 702);
+  expect_grads_parity(run_rms(x, w, dy, {5, 6}, kCUDA, kFloat64, std::nullopt),
+                      run_rms(x, w, dy, {5, 6}, kCPU, kFloat64, std::nullopt), tols_for(kFloat64),
+                      "[3, 4, 5, 6] over [5, 6]");
+  // Rows whose mean square is of the order of float32's eps: the default must be the same on both.
+  Tensor tiny = mul(uniform({40, 64}, kFloat64, 703, 0.5, 1.5), 1e-4), g = uniform({40, 64}, kFloat64, 704);
+  expect_grads_parity(run_rms(tiny, Tensor(), g, {64}, kCUDA, kFloat32, std::nullopt),
+                      run_rms(tiny, Tensor(), g, {64}, kCPU, kFloat32, std::nullopt), tols_for(kFloat32),
+                      "default eps, float32");
+  // A transposed input and a strided incoming gradient.
+  Tensor base = uniform({40, 30}, kFloat32, 705);
+  Tensor xc = base.clone().requires_grad_(true), xg = gpu(base).requires_grad_(true);
+  Tensor grad = uniform({30, 80}, kFloat32, 706).slice(1, 0, 80, 2);  // [30, 40], strides (80, 2)
+  Tensor yc = rms_norm(xc.t(), {40}), yg = rms_norm(xg.t(), {40});
+  testing::expect_parity(yg, yc, tols_for(kFloat32).y, "transposed forward");
+  yc.backward(grad);
+  yg.backward(gpu(grad));
+  testing::expect_parity(xg.grad(), xc.grad(), tols_for(kFloat32).dx, "transposed backward");
+}
+
+// float16 and bfloat16 compute in float on both devices (the CPU through float32 copies): the two
+// 16-bit results differ by the summation order before one rounding.
+TEST(CudaRmsNormParity, HalfInputsComputeInFloat) {
+  SKIP_WITHOUT_GPU();
+  for (DType half : {kFloat16, kBFloat16}) {
+    for (int64_t cols : {64, 1500}) {
+      const int64_t rows = 300;
+      Tensor x = uniform({rows, cols}, kFloat64, 800, -2.0, 2.0), w = uniform({cols}, kFloat64, 801, 0.5, 1.5);
+      Tensor dy = uniform({rows, cols}, kFloat64, 802);
+      const std::string what = shape_str({rows, cols}) + " " + dtype_name(half);
+      for (std::optional<double> eps : {std::optional<double>(1e-5), std::optional<double>()}) {
+        Grads on_cuda = run_rms(x, w, dy, {cols}, kCUDA, half, eps);
+        Grads on_cpu = run_rms(x, w, dy, {cols}, kCPU, half, eps);
+        // One rounding of each result to 16 bits (bfloat16 keeps 8 bits of mantissa); the weight
+        // gradient is a sum of 300 rows.
+        const double r = half == kFloat16 ? 2e-3 : 1e-2;
+        testing::expect_parity(on_cuda.y, on_cpu.y, {r, r}, what + " forward");
+        testing::expect_parity(on_cuda.dx, on_cpu.dx, {r, 10 * r}, what + " grad input");
+        testing::expect_parity(on_cuda.dw, on_cpu.dw, {r, 10 * r}, what + " grad weight");
+      }
+    }
+  }
+}
+
+// nn::RMSNorm's float32 weight on a bfloat16 input: promoted, as on the CPU.
+TEST(CudaRmsNormParity, WeightOfAnotherDtype) {
+  SKIP_WITHOUT_GPU();
+  Tensor x = uniform({64, 96}, kFloat64, 850).to(kBFloat16), w = uniform({96}, kFloat32, 851, 0.5, 1.5);
+  Tensor xc = x.clone().requires_grad_(true), wc = w.clone().requires_grad_(true);
+  Tensor xg = gpu(x).requires_grad_(true), wg = gpu(w).requires_grad_(true);
+  Tensor yc = rms_norm(xc, {96}, wc), yg = rms_norm(xg, {96}, wg);
+  ASSERT_EQ(yg.dtype(), kBFloat16);
+  testing::expect_parity(yg, yc, {1e-2, 1e-2}, "bf16 input, f32 weight forward");
+  sum(yc.to(kFloat32)).backward();
+  sum(yg.to(kFloat32)).backward();
+  testing::expect_parity(xg.grad(), xc.grad(), {1e-2, 1e-2}, "grad input");
+  testing::expect_parity(wg.grad(), wc.grad(), {1e-4, 1e-4}, "grad weight (float32)");
+}
+
+TEST(CudaRmsNormParity, EmptyInputsAndRepeatability) {
+  SKIP_WITHOUT_GPU();
+  Tensor x = zeros({0, 8}, kFloat32), w = ones({8}, kFloat32), dy = zeros({0, 8}, kFloat32);
+  expect_grads_parity(run_rms(x, w, dy, {8}, kCUDA, kFloat32), run_rms(x, w, dy, {8}, kCPU, kFloat32),
+                      tols_for(kFloat32), "no rows");
+  // The weight gradient adds fixed slices in a fixed order: two runs give the same bits.
+  Tensor big = uniform({gpu_size(4000, 300), 96}, kFloat32, 900), g = uniform({gpu_size(4000, 300), 96}, kFloat32, 901);
+  Tensor wb = uniform({96}, kFloat32, 902);
+  Grads first = run_rms(big, wb, g, {96}, kCUDA, kFloat32), second = run_rms(big, wb, g, {96}, kCUDA, kFloat32);
+  testing::expect_allclose(second.dw, first.dw, testing::kExact, "grad weight twice");
+  testing::expect_allclose(second.dx, first.dx, testing::kExact, "grad input twice");
+}
+
+TEST(CudaRmsNormParity, MixedDevicesAreAnError) {
+  SKIP_WITHOUT_GPU();
+  testing::expect_error([] { rms_norm(zeros({2, 4}).to(kCUDA), {4}, ones({4})); }, {"rms_norm", "same device", "cpu"});
 }
 
 }  // namespace

@@ -106,6 +106,21 @@ inline std::vector<double> layer_norm_rows_ref(const Values& v, int64_t cols, do
   return out;
 }
 
+// y = x / sqrt(mean(x^2) + eps) * w over rows of `cols`.
+inline std::vector<double> rms_norm_rows_ref(const Values& v, int64_t cols, double eps) {
+  std::vector<double> out(v[0].size());
+  for (int64_t r = 0; r < static_cast<int64_t>(v[0].size()) / cols; ++r) {
+    double mean_square = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      mean_square += v[0][static_cast<size_t>(r * cols + c)] * v[0][static_cast<size_t>(r * cols + c)];
+    mean_square /= static_cast<double>(cols);
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] =
+          v[0][static_cast<size_t>(r * cols + c)] / std::sqrt(mean_square + eps) * v[1][static_cast<size_t>(c)];
+  }
+  return out;
+}
+
 inline double gelu_ref(double x) {
   return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
 }
@@ -254,6 +269,10 @@ inline std::vector<OpRow> op_rows() {
                {range({3, 5}, -2, 2), range({5}, 0.5, 1.5), in({5})},
                [](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2]); },
                [](const Values& v) { return layer_norm_rows_ref(v, 5, 1e-5); }});
+  t.push_back({"rms_norm_weight",
+               {range({3, 5}, -2, 2), range({5}, 0.5, 1.5)},
+               [](const Inputs& x) { return rms_norm(x[0], {5}, x[1], 1e-6); },
+               [](const Values& v) { return rms_norm_rows_ref(v, 5, 1e-6); }});
   return t;
 }
 

@@ -1,0 +1,189 @@
+// RMS normalisation on the CPU, forward and backward, one row per task like layer_norm.cpp. The
+// formulas are math/rms_norm.h, shared with the CUDA kernels. Float runs the row bodies compiled
+// per instruction set (TG_VECTOR_CLONES); row sums keep kLanes partial results so the loops
+// vectorise in an order fixed by the row length, not by the machine's vector width.
+#include "math/rms_norm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/kernel_tensors.h"
+#include "cpu/loops/dtype_dispatch.h"
+#include "cpu/loops/parallel.h"
+#include "cpu/loops/vec_math.h"
+#include "cpu/register.h"
+
+namespace tapegrad::cpu {
+
+using backend::data_or_null;
+using backend::mutable_data_or_null;
+
+namespace {
+
+// Rows per thread: a row is a few vectorised passes, so a thread's share should be at least 16384
+// elements for a parallel region to pay off (as in layer_norm.cpp).
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+}
+
+constexpr int64_t kLanes = 16;
+
+// The sum of f(c) over [0, n) in kLanes interleaved partial sums, then those in order.
+template <class T, class F>
+TG_ALWAYS_INLINE T lane_sum(int64_t n, const F& f) {
+  T part[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) part[k] += f(c + k);
+  for (int64_t k = 0; c + k < n; ++k) part[k] += f(c + k);
+  T total = 0;
+  for (int64_t k = 0; k < kLanes; ++k) total += part[k];
+  return total;
+}
+
+// Rows [r0, r1): the mean square in one pass, then the scaled row.
+template <class T>
+TG_ALWAYS_INLINE void rms_norm_rows(const T* x, const T* weight, T eps, T* y, T* rstd, int64_t cols, int64_t r0,
+                                    int64_t r1) {
+  const T* __restrict w = weight;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict row = x + r * cols;
+    T* __restrict out = y + r * cols;
+    const T mean_square = lane_sum<T>(cols, [&](int64_t c) { return row[c] * row[c]; }) / T(cols);
+    const T s = math::rms_norm_rstd(mean_square, eps);
+    rstd[r] = s;
+    // With and without a weight as separate loops, so neither branches per element.
+    if (w != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::rms_norm_element(row[c], s, w[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) out[c] = math::rms_norm_element(row[c], s, T(1));
+    }
+  }
+}
+
+// Rows [r0, r1): overwrites dx (when not null) and adds each row's dy * xhat into dw_part (when
+// not null).
+template <class T>
+TG_ALWAYS_INLINE void rms_norm_backward_rows(const T* grad_y, const T* x, const T* rstd, const T* weight, T* grad_x,
+                                             T* dw_part, int64_t cols, int64_t r0, int64_t r1) {
+  const T inv_n = T(1) / T(cols);
+  const T* __restrict w = weight;
+  T* __restrict dw = dw_part;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict dy = grad_y + r * cols;
+    const T* __restrict row = x + r * cols;
+    const T s = rstd[r];
+    auto xhat = [&](int64_t c) { return row[c] * s; };
+    if (grad_x != nullptr) {
+      T* __restrict dx = grad_x + r * cols;
+      // dxhat = dy * w, or dy without a weight.
+      auto write_dx = [&](const auto& dxhat) {
+        const T sum_dxhat_xhat = lane_sum<T>(cols, [&](int64_t c) { return dxhat(c) * xhat(c); });
+        for (int64_t c = 0; c < cols; ++c)
+          dx[c] = math::rms_norm_backward_element(dxhat(c), xhat(c), s, sum_dxhat_xhat, inv_n);
+      };
+      if (w != nullptr)
+        write_dx([&](int64_t c) { return dy[c] * w[c]; });
+      else
+        write_dx([&](int64_t c) { return dy[c]; });
+    }
+    if (dw != nullptr)
+      for (int64_t c = 0; c < cols; ++c) dw[c] += dy[c] * xhat(c);
+  }
+}
+
+// The float instantiations, once per instruction set.
+TG_VECTOR_CLONES void rms_norm_rows_f32(const float* x, const float* w, float eps, float* y, float* rstd, int64_t cols,
+                                        int64_t r0, int64_t r1) {
+  rms_norm_rows(x, w, eps, y, rstd, cols, r0, r1);
+}
+TG_VECTOR_CLONES void rms_norm_backward_rows_f32(const float* dy, const float* x, const float* rstd, const float* w,
+                                                 float* dx, float* dw, int64_t cols, int64_t r0, int64_t r1) {
+  rms_norm_backward_rows(dy, x, rstd, w, dx, dw, cols, r0, r1);
+}
+
+void run_rms_norm_rows(const float* x, const float* w, float eps, float* y, float* rstd, int64_t cols, int64_t r0,
+                       int64_t r1) {
+  rms_norm_rows_f32(x, w, eps, y, rstd, cols, r0, r1);
+}
+void run_rms_norm_rows(const double* x, const double* w, double eps, double* y, double* rstd, int64_t cols, int64_t r0,
+                       int64_t r1) {
+  rms_norm_rows(x, w, eps, y, rstd, cols, r0, r1);
+}
+void run_rms_norm_backward_rows(const float* dy, const float* x, const float* rstd, const float* w, float* dx,
+                                float* dw, int64_t cols, int64_t r0, int64_t r1) {
+  rms_norm_backward_rows_f32(dy, x, rstd, w, dx, dw, cols, r0, r1);
+}
+void run_rms_norm_backward_rows(const double* dy, const double* x, const double* rstd, const double* w, double* dx,
+                                double* dw, int64_t cols, int64_t r0, int64_t r1) {
+  rms_norm_backward_rows(dy, x, rstd, w, dx, dw, cols, r0, r1);
+}
+
+// Note [rms_norm weight gradient]: dw is a sum over all rows. As for layer_norm's (Note
+// [layer_norm parameter gradients] in layer_norm.cpp), the rows are cut into blocks whose size
+// depends only on the shape (at least a thread's grain, at most kMaxBlocks blocks); each block sums
+// its rows in order into its own partial row while they are in cache from the dx pass, and the
+// partials are then added in block order in double. The result is the same for every thread count.
+constexpr int64_t kMaxBlocks = 256;
+
+// Overwrites y and rstd; x and y contiguous [rows, cols].
+void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_floating(x.dtype(), "rms_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x.data_ptr());
+    const T* w = data_or_null<T>(weight);
+    T* out = static_cast<T*>(y.data_ptr());
+    T* s = static_cast<T*>(rstd.data_ptr());
+    const T e = static_cast<T>(eps);
+    parallel_for(0, rows, row_grain(cols),
+                 [&](int64_t r0, int64_t r1) { run_rms_norm_rows(in, w, e, out, s, cols, r0, r1); });
+  });
+}
+
+// Overwrites whichever of grad_x and grad_weight is defined.
+void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                       const Tensor& grad_x, const Tensor& grad_weight) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_floating(x.dtype(), "rms_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dy = static_cast<const T*>(grad_y.data_ptr());
+    const T* in = static_cast<const T*>(x.data_ptr());
+    const T* s = static_cast<const T*>(rstd.data_ptr());
+    const T* w = data_or_null<T>(weight);
+    T* dx = mutable_data_or_null<T>(grad_x);
+    T* dw = mutable_data_or_null<T>(grad_weight);
+    if (dw == nullptr) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        run_rms_norm_backward_rows(dy, in, s, w, dx, nullptr, cols, r0, r1);
+      });
+      return;
+    }
+    // Note [rms_norm weight gradient]
+    const int64_t block_rows = std::max(row_grain(cols), (rows + kMaxBlocks - 1) / kMaxBlocks);
+    const int64_t blocks = (rows + block_rows - 1) / block_rows;
+    std::vector<T> partial(static_cast<size_t>(blocks * cols), T(0));
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t block = b0; block < b1; ++block) {
+        const int64_t r0 = block * block_rows, r1 = std::min(rows, r0 + block_rows);
+        run_rms_norm_backward_rows(dy, in, s, w, dx, partial.data() + block * cols, cols, r0, r1);
+      }
+    });
+    parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / blocks), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (int64_t block = 0; block < blocks; ++block) sum += static_cast<double>(partial[block * cols + c]);
+        dw[c] = static_cast<T>(sum);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_rms_norm(backend::KernelTable& t) {
+  t.rms_norm = rms_norm;
+  t.rms_norm_backward = rms_norm_backward;
+}
+
+}  // namespace tapegrad::cpu
