@@ -10,6 +10,7 @@
 #include "backend/kernel_tensors.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
+#include "cpu/loops/row_sums.h"
 #include "cpu/loops/vec_math.h"
 #include "cpu/register.h"
 
@@ -19,48 +20,6 @@ using backend::data_or_null;
 using backend::mutable_data_or_null;
 
 namespace {
-
-// Rows per thread: a row is a few vectorised passes, as in softmax.cpp, so a thread's share should
-// be at least 16384 elements for a parallel region to pay off.
-int64_t row_grain(int64_t cols) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
-}
-
-constexpr int64_t kLanes = 16;
-
-// Sums of f(c) and g(c) over [0, n), each in kLanes interleaved partial sums, then those in order.
-template <class T, class F, class G>
-TG_ALWAYS_INLINE void lane_sums(int64_t n, const F& f, const G& g, T& f_total, T& g_total) {
-  T fp[kLanes] = {}, gp[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) {
-      fp[k] += f(c + k);
-      gp[k] += g(c + k);
-    }
-  for (int64_t k = 0; c + k < n; ++k) {
-    fp[k] += f(c + k);
-    gp[k] += g(c + k);
-  }
-  f_total = 0;
-  g_total = 0;
-  for (int64_t k = 0; k < kLanes; ++k) {
-    f_total += fp[k];
-    g_total += gp[k];
-  }
-}
-
-template <class T, class F>
-TG_ALWAYS_INLINE T lane_sum(int64_t n, const F& f) {
-  T part[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) part[k] += f(c + k);
-  for (int64_t k = 0; c + k < n; ++k) part[k] += f(c + k);
-  T total = 0;
-  for (int64_t k = 0; k < kLanes; ++k) total += part[k];
-  return total;
-}
 
 // Rows [r0, r1): mean and variance in two passes over the row (it stays in cache), which keeps the
 // variance exact for rows far from zero, where one-pass sum(x^2) - mean^2 cancels.

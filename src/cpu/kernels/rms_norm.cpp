@@ -10,6 +10,7 @@
 #include "backend/kernel_tensors.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
+#include "cpu/loops/row_sums.h"
 #include "cpu/loops/vec_math.h"
 #include "cpu/register.h"
 
@@ -19,27 +20,6 @@ using backend::data_or_null;
 using backend::mutable_data_or_null;
 
 namespace {
-
-// Rows per thread: a row is a few vectorised passes, so a thread's share should be at least 16384
-// elements for a parallel region to pay off (as in layer_norm.cpp).
-int64_t row_grain(int64_t cols) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
-}
-
-constexpr int64_t kLanes = 16;
-
-// The sum of f(c) over [0, n) in kLanes interleaved partial sums, then those in order.
-template <class T, class F>
-TG_ALWAYS_INLINE T lane_sum(int64_t n, const F& f) {
-  T part[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) part[k] += f(c + k);
-  for (int64_t k = 0; c + k < n; ++k) part[k] += f(c + k);
-  T total = 0;
-  for (int64_t k = 0; k < kLanes; ++k) total += part[k];
-  return total;
-}
 
 // Rows [r0, r1): the mean square in one pass, then the scaled row.
 template <class T>
