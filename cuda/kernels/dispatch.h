@@ -1,5 +1,6 @@
-// The device-side counterpart of cpu/dtype_dispatch.h: calls a generic lambda with TypeTag<T> for
-// the CUDA element type of a runtime DType (__half and __nv_bfloat16 for the 16-bit floats).
+// The device-side counterpart of cpu/loops/dtype_dispatch.h, on the same switches
+// (backend/dtype_dispatch.h): calls a generic lambda with TypeTag<T> for the CUDA element type of a
+// runtime DType (__half and __nv_bfloat16 for the 16-bit floats).
 // Arithmetic on 16-bit floats goes through float: Acc<T> names the type to compute in.
 // Shared by every kernel family.
 #pragma once
@@ -10,69 +11,46 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/dtype_dispatch.h"
 #include "tapegrad/core/dtype.h"
 #include "tapegrad/core/error.h"
 
 namespace tapegrad::cuda_backend {
 
-template <class T>
-struct TypeTag {
-  using type = T;
-};
+using backend::TypeTag;
 
 template <class T>
 using Acc = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
 
+struct CudaDTypes {
+  using Half = __half;
+  using BFloat16 = __nv_bfloat16;
+  static void reject(DType dtype, const char* op) {
+    TG_CHECK(false, op, ": the cuda backend computes this op in float32/float64, got ", dtype);
+  }
+};
+using Dispatch = backend::DTypeDispatch<CudaDTypes>;
+
 template <class F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32:
-      f(TypeTag<float>{});
-      return;
-    case DType::Float64:
-      f(TypeTag<double>{});
-      return;
-    default:
-      TG_CHECK(false, op, ": the cuda backend computes this op in float32/float64, got ", dtype);
-  }
+  Dispatch::floating(dtype, op, f);
 }
 
 // f32, f64, f16, bf16 (the 16-bit ones computed in float).
 template <class F>
 void dispatch_floating_and_half(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float16:
-      f(TypeTag<__half>{});
-      return;
-    case DType::BFloat16:
-      f(TypeTag<__nv_bfloat16>{});
-      return;
-    default:
-      dispatch_floating(dtype, op, f);
-  }
+  Dispatch::floating_and_half(dtype, op, f);
 }
 
+// The above plus int32/int64.
 template <class F>
 void dispatch_numeric(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Int32:
-      f(TypeTag<int32_t>{});
-      return;
-    case DType::Int64:
-      f(TypeTag<int64_t>{});
-      return;
-    default:
-      dispatch_floating_and_half(dtype, op, f);
-  }
+  Dispatch::numeric_and_half(dtype, op, f);
 }
 
 template <class F>
 void dispatch_all(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::Bool) {
-    f(TypeTag<bool>{});
-    return;
-  }
-  dispatch_numeric(dtype, op, f);
+  Dispatch::all(dtype, op, f);
 }
 
 // Value conversion between element types on the device (16-bit floats through float).

@@ -2,80 +2,55 @@
 // per type family: dispatch_floating(x.dtype(), "exp", [&](auto tag) { using T = typename decltype(tag)::type; ... });
 #pragma once
 
-#include <cstdint>
+#include <type_traits>
 
+#include "backend/dtype_dispatch.h"
 #include "tapegrad/core/dtype.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/core/half.h"
 
 namespace tapegrad::cpu {
 
-template <class T>
-struct TypeTag {
-  using type = T;
+using backend::TypeTag;
+
+struct CpuDTypes {
+  using Half = tapegrad::Half;
+  using BFloat16 = tapegrad::BFloat16;
+  static void reject(DType dtype, const char* op) {
+    TG_CHECK(false, op, ": the cpu backend computes in float32/float64, got ", dtype,
+             (dtype == kFloat16 || dtype == kBFloat16) ? " (convert with .to(kFloat32))" : "");
+  }
 };
+using Dispatch = backend::DTypeDispatch<CpuDTypes>;
 
 template <class F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32:
-      f(TypeTag<float>{});
-      return;
-    case DType::Float64:
-      f(TypeTag<double>{});
-      return;
-    default:
-      TG_CHECK(false, op, ": the cpu backend computes in float32/float64, got ", dtype,
-               (dtype == kFloat16 || dtype == kBFloat16) ? " (convert with .to(kFloat32))" : "");
-  }
+  Dispatch::floating(dtype, op, f);
 }
 
 // Floating point plus int32/int64 (arithmetic, comparisons, reductions).
 template <class F>
 void dispatch_numeric(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Int32:
-      f(TypeTag<int32_t>{});
-      return;
-    case DType::Int64:
-      f(TypeTag<int64_t>{});
-      return;
-    default:
-      dispatch_floating(dtype, op, f);
-  }
+  Dispatch::numeric(dtype, op, f);
 }
 
 // Floating point with the 16-bit floats computed as float: for kernels whose loops widen 16-bit
 // operands themselves (for_each_compute and the map_* loops, Note [16-bit operands] in strided_loop.h).
 template <class F>
 void dispatch_floating_compute(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::Float16 || dtype == DType::BFloat16) return f(TypeTag<float>{});
-  dispatch_floating(dtype, op, f);
+  Dispatch::floating_compute(dtype, op, f);
 }
 
 // The same with int32/int64.
 template <class F>
 void dispatch_numeric_compute(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::Float16 || dtype == DType::BFloat16) return f(TypeTag<float>{});
-  dispatch_numeric(dtype, op, f);
+  Dispatch::numeric_compute(dtype, op, f);
 }
 
 // Every dtype, 16-bit floats and bool included (copies, fills, index moves).
 template <class F>
 void dispatch_all(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float16:
-      f(TypeTag<Half>{});
-      return;
-    case DType::BFloat16:
-      f(TypeTag<BFloat16>{});
-      return;
-    case DType::Bool:
-      f(TypeTag<bool>{});
-      return;
-    default:
-      dispatch_numeric(dtype, op, f);
-  }
+  Dispatch::all(dtype, op, f);
 }
 
 // Value conversion between any two element types (16-bit floats go through float).
