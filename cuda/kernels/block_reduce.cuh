@@ -52,6 +52,7 @@ __device__ V block_all_reduce(V value, Combine combine, V* shared) {
 template <int kThreadsPerRow>
 struct RowTiling {
   static_assert(kThreadsPerRow % kWarpSize == 0 && kBlockThreads % kThreadsPerRow == 0, "whole warps per row");
+  static constexpr int kThreads = kThreadsPerRow;
   static constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
   // One value per warp of a row, for all_reduce.
   static constexpr int kSharedSlots = kThreadsPerRow / kWarpSize;

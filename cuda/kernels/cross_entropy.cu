@@ -13,7 +13,7 @@
 #include "kernels/device_checks.cuh"
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
-#include "math/binary.h"
+#include "kernels/row_sums.cuh"
 #include "math/cross_entropy.h"
 #include "math/softmax.h"
 #include "register.h"
@@ -23,19 +23,6 @@
 namespace tapegrad::cuda_backend {
 
 namespace {
-
-struct MaxOf {
-  template <class C>
-  __device__ C operator()(C a, C b) const {
-    return math::MaximumOp::apply(a, b);
-  }  // NaN propagates
-};
-struct SumOf {
-  template <class C>
-  __device__ C operator()(C a, C b) const {
-    return a + b;
-  }
-};
 
 // The sum of a block's losses, and for a mean (count defined) the number of rows not ignored,
 // written by one thread: reduced = sum (/ count). A mean over no counted rows is 0 / 0 = NaN, as
@@ -178,20 +165,15 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& los
     T* sum_out = reduced.defined() ? static_cast<T*>(reduced.data_ptr()) : nullptr;
     int64_t* count_out = count.defined() ? static_cast<int64_t*>(count.data_ptr()) : nullptr;
     // The row kernel reduces too when its grid is one block; otherwise a second kernel does.
-    const bool warp_rows = classes <= kWarpRowLimit;
-    const int grid = warp_rows ? RowTiling<kWarpSize>::grid(rows) : RowTiling<kBlockThreads>::grid(rows);
-    const bool reduced_in_rows = sum_out != nullptr && grid == 1;
-    T* row_sum_out = reduced_in_rows ? sum_out : nullptr;
-    int64_t* row_count_out = reduced_in_rows ? count_out : nullptr;
-    if (warp_rows) {
-      using Tiling = RowTiling<kWarpSize>;
-      TG_LAUNCH_KERNEL(grid, Tiling::block(), 0, stream, cross_entropy_kernel<kWarpSize, T>)
-      (z, t, loss, lse, rows, classes, ignore_index, smoothing, site, row_sum_out, row_count_out);
-    } else {
-      using Tiling = RowTiling<kBlockThreads>;
-      TG_LAUNCH_KERNEL(grid, Tiling::block(), 0, stream, cross_entropy_kernel<kBlockThreads, T>)
-      (z, t, loss, lse, rows, classes, ignore_index, smoothing, site, row_sum_out, row_count_out);
-    }
+    bool reduced_in_rows = false;
+    with_row_tiling(classes, [&](auto tiling) {
+      using Tiling = decltype(tiling);
+      const int grid = Tiling::grid(rows);
+      reduced_in_rows = sum_out != nullptr && grid == 1;
+      TG_LAUNCH_KERNEL(grid, Tiling::block(), 0, stream, cross_entropy_kernel<Tiling::kThreads, T>)
+      (z, t, loss, lse, rows, classes, ignore_index, smoothing, site, reduced_in_rows ? sum_out : nullptr,
+       reduced_in_rows ? count_out : nullptr);
+    });
     TG_CUDA_CHECK_LAUNCH("cross_entropy");
     if (sum_out != nullptr && !reduced_in_rows) {
       TG_LAUNCH_KERNEL(1, kBlockThreads, 0, stream, cross_entropy_reduce_kernel<T>)

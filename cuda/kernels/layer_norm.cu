@@ -4,13 +4,13 @@
 // over blockIdx.y into slices whose partials a second kernel adds in a fixed order (no atomics, so
 // results repeat run to run). 16-bit floats compute in float; mean and rstd are stored in the
 // compute type. The formulas are math/layer_norm.h, shared with the CPU backend.
-#include <algorithm>
 #include <cstdint>
 
 #include "backend/kernel_tensors.h"
 #include "kernels/block_reduce.cuh"
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
+#include "kernels/row_sums.cuh"
 #include "math/layer_norm.h"
 #include "register.h"
 #include "runtime/cuda_check.h"
@@ -21,13 +21,6 @@ using backend::data_or_null;
 using backend::mutable_data_or_null;
 
 namespace {
-
-struct SumOf {
-  template <class C>
-  __device__ C operator()(C a, C b) const {
-    return a + b;
-  }
-};
 
 // y[r, :] from x[r, :]; writes mean[r] and rstd[r]. weight and bias may be null (1 and 0).
 template <int kThreadsPerRow, class T>
@@ -95,25 +88,19 @@ __global__ void layer_norm_backward_kernel(const T* grad_y, const T* x, const Ac
   }
 }
 
-// The parameter gradients' first stage. Block (kColTile, kRowStripes) covers kColTile columns of
-// the row slice blockIdx.y ([slice * slice_rows, ...)); thread (c, k) sums rows k, k + kRowStripes,
-// ... of column c, the stripes are added in order, and the slice's sums go to
+// The parameter gradients' first stage (column_slices in row_sums.cuh): the slice's sums go to
 // partial[slice, 0, c] (dy * xhat) and partial[slice, 1, c] (dy).
-constexpr int kColTile = 32;
-constexpr int kRowStripes = 8;
-
 template <class T>
 __global__ void layer_norm_param_partials_kernel(const T* grad_y, const T* x, const Acc<T>* mean, const Acc<T>* rstd,
                                                  Acc<T>* partial, int64_t rows, int64_t cols, int64_t slice_rows) {
   using C = Acc<T>;
   TG_SHARED_ARRAY(C, stripe_w, kRowStripes * kColTile);
   TG_SHARED_ARRAY(C, stripe_b, kRowStripes * kColTile);
-  const int64_t c = blockIdx.x * static_cast<int64_t>(kColTile) + threadIdx.x;
-  const int64_t r0 = blockIdx.y * slice_rows;
-  const int64_t r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
+  const StripeRows sr = stripe_rows(rows, slice_rows);
+  const int64_t c = sr.col;
   C dw = 0, db = 0;
   if (c < cols) {
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowStripes) {
+    for (int64_t r = sr.first; r < sr.end; r += kRowStripes) {
       const C dy = convert<C>(grad_y[r * cols + c]);
       dw += dy * ((convert<C>(x[r * cols + c]) - mean[r]) * rstd[r]);
       db += dy;
@@ -123,13 +110,8 @@ __global__ void layer_norm_param_partials_kernel(const T* grad_y, const T* x, co
   stripe_b[threadIdx.y * kColTile + threadIdx.x] = db;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
-    C total_w = 0, total_b = 0;
-    for (int k = 0; k < kRowStripes; ++k) {
-      total_w += stripe_w[k * kColTile + threadIdx.x];
-      total_b += stripe_b[k * kColTile + threadIdx.x];
-    }
-    partial[blockIdx.y * 2 * cols + c] = total_w;
-    partial[blockIdx.y * 2 * cols + cols + c] = total_b;
+    partial[blockIdx.y * 2 * cols + c] = stripe_total(stripe_w);
+    partial[blockIdx.y * 2 * cols + cols + c] = stripe_total(stripe_b);
   }
 }
 
@@ -147,15 +129,6 @@ __global__ void layer_norm_param_sum_kernel(const Acc<T>* partial, int64_t slice
     if (grad_weight != nullptr) grad_weight[c] = convert<T>(total_w);
     if (grad_bias != nullptr) grad_bias[c] = convert<T>(total_b);
   }
-}
-
-// Row slices for the parameter gradients: enough blocks to fill the device when the columns are
-// few, at least 128 rows per slice, and a count that depends on the shape alone.
-int64_t param_slices(int64_t rows, int64_t cols) {
-  const int64_t col_tiles = (cols + kColTile - 1) / kColTile;
-  const int64_t by_device = std::max<int64_t>(1, 1024 / col_tiles);
-  const int64_t by_work = std::max<int64_t>(1, rows / 128);
-  return std::min<int64_t>({by_device, by_work, 65535});
 }
 
 // Overwrites y, mean and rstd; x and y contiguous [rows, cols].
@@ -176,15 +149,11 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
     C* m = static_cast<C*>(mean.data_ptr());
     C* s = static_cast<C*>(rstd.data_ptr());
     const C e = static_cast<C>(eps);
-    if (cols <= kWarpRowLimit) {
-      using Tiling = RowTiling<kWarpSize>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_kernel<kWarpSize, T>)
+    with_row_tiling(cols, [&](auto tiling) {
+      using Tiling = decltype(tiling);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_kernel<Tiling::kThreads, T>)
       (in, w, b, e, out, m, s, rows, cols);
-    } else {
-      using Tiling = RowTiling<kBlockThreads>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_kernel<kBlockThreads, T>)
-      (in, w, b, e, out, m, s, rows, cols);
-    }
+    });
     TG_CUDA_CHECK_LAUNCH("layer_norm");
   });
 }
@@ -208,30 +177,24 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
     if (grad_x.defined()) {
       const T* w = data_or_null<T>(weight);
       T* dx = static_cast<T*>(grad_x.data_ptr());
-      if (cols <= kWarpRowLimit) {
-        using Tiling = RowTiling<kWarpSize>;
-        TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_backward_kernel<kWarpSize, T>)
+      with_row_tiling(cols, [&](auto tiling) {
+        using Tiling = decltype(tiling);
+        TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream,
+                         layer_norm_backward_kernel<Tiling::kThreads, T>)
         (dy, in, m, s, w, dx, rows, cols);
-      } else {
-        using Tiling = RowTiling<kBlockThreads>;
-        TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, layer_norm_backward_kernel<kBlockThreads, T>)
-        (dy, in, m, s, w, dx, rows, cols);
-      }
+      });
       TG_CUDA_CHECK_LAUNCH("layer_norm_backward");
     }
     if (!grad_weight.defined() && !grad_bias.defined()) return;
-    int64_t slices = param_slices(rows, cols);
-    const int64_t slice_rows = (rows + slices - 1) / slices;
-    slices = (rows + slice_rows - 1) / slice_rows;  // no empty slice at the end
+    const ColumnSlices slices = column_slices(rows, cols);
     // Freed (stream-ordered) when it goes out of scope.
-    Tensor scratch = backend::allocate_tensor({slices, 2, cols}, mean.dtype(), x.device(), "layer_norm_backward");
+    Tensor scratch = backend::allocate_tensor({slices.count, 2, cols}, mean.dtype(), x.device(), "layer_norm_backward");
     C* partial = static_cast<C*>(scratch.data_ptr());
-    const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile), static_cast<unsigned>(slices));
-    TG_LAUNCH_KERNEL(grid, dim3(kColTile, kRowStripes), 0, stream, layer_norm_param_partials_kernel<T>)
-    (dy, in, m, s, partial, rows, cols, slice_rows);
+    TG_LAUNCH_KERNEL(slices.grid, dim3(kColTile, kRowStripes), 0, stream, layer_norm_param_partials_kernel<T>)
+    (dy, in, m, s, partial, rows, cols, slices.slice_rows);
     TG_CUDA_CHECK_LAUNCH("layer_norm_backward");
     TG_LAUNCH_KERNEL(grid_for(cols), kBlockThreads, 0, stream, layer_norm_param_sum_kernel<T>)
-    (partial, slices, cols, mutable_data_or_null<T>(grad_weight), mutable_data_or_null<T>(grad_bias));
+    (partial, slices.count, cols, mutable_data_or_null<T>(grad_weight), mutable_data_or_null<T>(grad_bias));
     TG_CUDA_CHECK_LAUNCH("layer_norm_backward");
   });
 }

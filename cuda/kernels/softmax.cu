@@ -8,7 +8,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
-#include "math/binary.h"
+#include "kernels/row_sums.cuh"
 #include "math/softmax.h"
 #include "register.h"
 #include "runtime/cuda_check.h"
@@ -16,20 +16,6 @@
 namespace tapegrad::cuda_backend {
 
 namespace {
-
-// NaN-propagating max (a NaN anywhere in a row makes the whole row NaN, as on the CPU).
-struct MaxOf {
-  template <class C>
-  __device__ C operator()(C a, C b) const {
-    return math::MaximumOp::apply(a, b);
-  }
-};
-struct SumOf {
-  template <class C>
-  __device__ C operator()(C a, C b) const {
-    return a + b;
-  }
-};
 
 // y[r, :] = softmax(x[r, :]) or log_softmax(x[r, :]).
 template <int kThreadsPerRow, class T>
@@ -98,15 +84,11 @@ void softmax(const Tensor& x, const Tensor& out, bool log) {
     using T = typename decltype(tag)::type;
     const T* in = static_cast<const T*>(x.data_ptr());
     T* y = static_cast<T*>(out.data_ptr());
-    if (cols <= kWarpRowLimit) {
-      using Tiling = RowTiling<kWarpSize>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_kernel<kWarpSize, T>)
+    with_row_tiling(cols, [&](auto tiling) {
+      using Tiling = decltype(tiling);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_kernel<Tiling::kThreads, T>)
       (in, y, rows, cols, log);
-    } else {
-      using Tiling = RowTiling<kBlockThreads>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_kernel<kBlockThreads, T>)
-      (in, y, rows, cols, log);
-    }
+    });
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }
@@ -124,15 +106,11 @@ void softmax_backward(const Tensor& grad_out, const Tensor& y, const Tensor& gra
     const T* g = static_cast<const T*>(grad_out.data_ptr());
     const T* out = static_cast<const T*>(y.data_ptr());
     T* gx = static_cast<T*>(grad_x.data_ptr());
-    if (cols <= kWarpRowLimit) {
-      using Tiling = RowTiling<kWarpSize>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_backward_kernel<kWarpSize, T>)
+    with_row_tiling(cols, [&](auto tiling) {
+      using Tiling = decltype(tiling);
+      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_backward_kernel<Tiling::kThreads, T>)
       (g, out, gx, rows, cols, log);
-    } else {
-      using Tiling = RowTiling<kBlockThreads>;
-      TG_LAUNCH_KERNEL(Tiling::grid(rows), Tiling::block(), 0, stream, softmax_backward_kernel<kBlockThreads, T>)
-      (g, out, gx, rows, cols, log);
-    }
+    });
     TG_CUDA_CHECK_LAUNCH(op);
   });
 }
