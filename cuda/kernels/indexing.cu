@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "backend/around_dim.h"
 #include "kernels/device_checks.cuh"
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
@@ -16,24 +17,10 @@
 
 namespace tapegrad::cuda_backend {
 
-namespace {
+using backend::Around;
+using backend::around;
 
-// A contiguous shape split around `dim`: [outer, size(dim), inner].
-struct Around {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-Around around(const Shape& sizes, int64_t dim) {
-  Around a;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim)
-      a.outer *= sizes[d];
-    else if (d == dim)
-      a.extent = sizes[d];
-    else
-      a.inner *= sizes[d];
-  }
-  return a;
-}
+namespace {
 
 // out[o, k, i] = x[o, index[k], i] for out [outer, count, inner], x [outer, extent, inner]. Moves
 // raw words of the element size, so every dtype shares one kernel.

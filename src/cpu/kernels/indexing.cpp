@@ -1,30 +1,17 @@
 // index_select / index_add / gather / scatter_add on the CPU. Indices were range-checked by the ops.
 #include <cstring>
 
+#include "backend/around_dim.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
 #include "cpu/register.h"
 
 namespace tapegrad::cpu {
 
-namespace {
+using backend::Around;
+using backend::around;
 
-// Splits a contiguous tensor's shape around `dim`: [outer, size(dim), inner].
-struct Around {
-  int64_t outer = 1, extent = 1, inner = 1;
-};
-Around around(const Shape& sizes, int64_t dim) {
-  Around a;
-  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if (d < dim)
-      a.outer *= sizes[d];
-    else if (d == dim)
-      a.extent = sizes[d];
-    else
-      a.inner *= sizes[d];
-  }
-  return a;
-}
+namespace {
 
 // Visits every element of `index` (contiguous) with its coordinates split as (outer, at, inner).
 template <class F>
