@@ -595,7 +595,7 @@ TEST(RmsNorm, NaNStaysInItsRow) {
   for (int c = 3; c < 6; ++c) EXPECT_FALSE(std::isnan(y[c])) << c;
 }
 
-// The weight gradient sums rows in blocks fixed by the shape (Note [rms_norm weight gradient]): one
+// The weight gradient sums rows in blocks fixed by the shape (Note [norm parameter gradients]): one
 // thread and two give the same bits.
 TEST(RmsNorm, WeightGradientDoesNotDependOnThreadCount) {
   testing::ThreadCount thread_count;

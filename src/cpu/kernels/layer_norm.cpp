@@ -4,9 +4,6 @@
 // vectorise in an order fixed by the row length, not by the machine's vector width.
 #include "math/layer_norm.h"
 
-#include <algorithm>
-#include <vector>
-
 #include "backend/kernel_tensors.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
@@ -117,13 +114,6 @@ void run_layer_norm_backward_rows(const double* dy, const double* x, const doubl
   layer_norm_backward_rows(dy, x, mean, rstd, w, dx, dw, db, cols, r0, r1);
 }
 
-// Note [layer_norm parameter gradients]: dw and db are sums over all rows. The rows are cut into
-// blocks whose size depends only on the shape (at least a thread's grain, at most kMaxBlocks
-// blocks); each block sums its rows in order into its own partial row while they are in cache
-// from the dx pass, and the partials are then added in block order in double. The result is
-// therefore the same for every thread count, and the partials take at most kMaxBlocks * 2 * cols.
-constexpr int64_t kMaxBlocks = 256;
-
 // Overwrites y, mean and rstd; x and y contiguous [rows, cols].
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
@@ -163,29 +153,17 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
       });
       return;
     }
-    // Note [layer_norm parameter gradients]
-    const int64_t block_rows = std::max(row_grain(cols), (rows + kMaxBlocks - 1) / kMaxBlocks);
-    const int64_t blocks = (rows + block_rows - 1) / block_rows;
-    std::vector<T> partial(static_cast<size_t>(blocks * 2 * cols), T(0));  // per block: dw part, db part
-    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t block = b0; block < b1; ++block) {
-        T* part = partial.data() + block * 2 * cols;
-        const int64_t r0 = block * block_rows, r1 = std::min(rows, r0 + block_rows);
-        run_layer_norm_backward_rows(dy, in, m, s, w, dx, dw ? part : nullptr, db ? part + cols : nullptr, cols, r0,
-                                     r1);
-      }
-    });
-    parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / blocks), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        double sum_w = 0, sum_b = 0;
-        for (int64_t block = 0; block < blocks; ++block) {
-          sum_w += static_cast<double>(partial[block * 2 * cols + c]);
-          sum_b += static_cast<double>(partial[block * 2 * cols + cols + c]);
-        }
-        if (dw != nullptr) dw[c] = static_cast<T>(sum_w);
-        if (db != nullptr) db[c] = static_cast<T>(sum_b);
-      }
-    });
+    // Note [norm parameter gradients] in row_sums.h; per block: a dw part, then a db part.
+    row_block_column_sums<T, 2>(
+        rows, cols,
+        [&](int64_t r0, int64_t r1, T* part) {
+          run_layer_norm_backward_rows(dy, in, m, s, w, dx, dw ? part : nullptr, db ? part + cols : nullptr, cols, r0,
+                                       r1);
+        },
+        [&](int64_t c, const double* sums) {
+          if (dw != nullptr) dw[c] = static_cast<T>(sums[0]);
+          if (db != nullptr) db[c] = static_cast<T>(sums[1]);
+        });
   });
 }
 

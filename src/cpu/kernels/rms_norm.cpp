@@ -4,9 +4,6 @@
 // vectorise in an order fixed by the row length, not by the machine's vector width.
 #include "math/rms_norm.h"
 
-#include <algorithm>
-#include <vector>
-
 #include "backend/kernel_tensors.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
@@ -99,13 +96,6 @@ void run_rms_norm_backward_rows(const double* dy, const double* x, const double*
   rms_norm_backward_rows(dy, x, rstd, w, dx, dw, cols, r0, r1);
 }
 
-// Note [rms_norm weight gradient]: dw is a sum over all rows. As for layer_norm's (Note
-// [layer_norm parameter gradients] in layer_norm.cpp), the rows are cut into blocks whose size
-// depends only on the shape (at least a thread's grain, at most kMaxBlocks blocks); each block sums
-// its rows in order into its own partial row while they are in cache from the dx pass, and the
-// partials are then added in block order in double. The result is the same for every thread count.
-constexpr int64_t kMaxBlocks = 256;
-
 // Overwrites y and rstd; x and y contiguous [rows, cols].
 void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) {
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -139,23 +129,11 @@ void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd
       });
       return;
     }
-    // Note [rms_norm weight gradient]
-    const int64_t block_rows = std::max(row_grain(cols), (rows + kMaxBlocks - 1) / kMaxBlocks);
-    const int64_t blocks = (rows + block_rows - 1) / block_rows;
-    std::vector<T> partial(static_cast<size_t>(blocks * cols), T(0));
-    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t block = b0; block < b1; ++block) {
-        const int64_t r0 = block * block_rows, r1 = std::min(rows, r0 + block_rows);
-        run_rms_norm_backward_rows(dy, in, s, w, dx, partial.data() + block * cols, cols, r0, r1);
-      }
-    });
-    parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / blocks), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        double sum = 0;
-        for (int64_t block = 0; block < blocks; ++block) sum += static_cast<double>(partial[block * cols + c]);
-        dw[c] = static_cast<T>(sum);
-      }
-    });
+    // Note [norm parameter gradients] in row_sums.h.
+    row_block_column_sums<T, 1>(
+        rows, cols,
+        [&](int64_t r0, int64_t r1, T* part) { run_rms_norm_backward_rows(dy, in, s, w, dx, part, cols, r0, r1); },
+        [&](int64_t c, const double* sums) { dw[c] = static_cast<T>(sums[0]); });
   });
 }
 
