@@ -4,6 +4,7 @@
 // state dict). rms_norm adds its default eps, 16-bit inputs and a weight of another dtype.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -70,6 +71,39 @@ Reference reference(const std::vector<double>& x, const std::vector<double>& w, 
     }
   }
   return r;
+}
+
+// Checks that layer_norm and rms_norm share, each given the op normalising the last dim of x.
+using NormOverLastDim = std::function<Tensor(const Tensor& x, int64_t cols)>;
+
+void expect_nan_stays_in_its_row(const NormOverLastDim& norm) {
+  Tensor x = tensor<double>({1, kNaN, 3, 1, 2, 3}, {2, 3});
+  std::vector<double> y = values(norm(x, 3));
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(y[c])) << c;
+  for (int c = 3; c < 6; ++c) EXPECT_FALSE(std::isnan(y[c])) << c;
+}
+
+void expect_in_place_change_of_saved_input_caught(const NormOverLastDim& norm, uint64_t seed) {
+  Tensor x = uniform({3, 4}, kFloat64, seed).requires_grad_(true);
+  Tensor h = mul(x, 2.0);
+  Tensor y = norm(h, 4);
+  {
+    NoGradGuard no_grad;
+    h.add_(1.0);
+  }
+  EXPECT_THROW(sum(y).backward(), Error);
+}
+
+// The str() of the model the module tests train: Linear(6, 8), the norm module, ReLU, Linear(8, 2).
+std::string model_with_norm_str(const std::string& norm) {
+  return "Sequential(\n"
+         "  (0): Linear(in_features=6, out_features=8, bias=true)\n"
+         "  (1): " +
+         norm +
+         "\n"
+         "  (2): ReLU()\n"
+         "  (3): Linear(in_features=8, out_features=2, bias=true)\n"
+         ")";
 }
 
 Tensor from(const std::vector<double>& v, const Shape& shape, DType dtype) {
@@ -177,13 +211,10 @@ TEST(LayerNorm, NonContiguousInputAndParameters) {
 }
 
 TEST(LayerNorm, NaNStaysInItsRow) {
-  Tensor x = tensor<double>({1, kNaN, 3, 1, 2, 3}, {2, 3});
-  std::vector<double> y = values(layer_norm(x, {3}));
-  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(y[c])) << c;
-  for (int c = 3; c < 6; ++c) EXPECT_FALSE(std::isnan(y[c])) << c;
+  expect_nan_stays_in_its_row([](const Tensor& x, int64_t cols) { return layer_norm(x, {cols}); });
 }
 
-// The weight and bias gradients sum rows in blocks fixed by the shape (Note [layer_norm parameter
+// The weight and bias gradients sum rows in blocks fixed by the shape (Note [norm parameter
 // gradients]): one thread and two give the same bits.
 TEST(LayerNorm, ParameterGradientsDoNotDependOnThreadCount) {
   testing::ThreadCount thread_count;
@@ -229,14 +260,7 @@ TEST(LayerNorm, OnlyTheGradientsAskedForAreComputed) {
 }
 
 TEST(LayerNorm, InPlaceChangeOfSavedInputIsCaught) {
-  Tensor x = uniform({3, 4}, kFloat64, 16).requires_grad_(true);
-  Tensor h = mul(x, 2.0);
-  Tensor y = layer_norm(h, {4});
-  {
-    NoGradGuard no_grad;
-    h.add_(1.0);
-  }
-  EXPECT_THROW(sum(y).backward(), Error);
+  expect_in_place_change_of_saved_input_caught([](const Tensor& x, int64_t cols) { return layer_norm(x, {cols}); }, 16);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -338,13 +362,7 @@ TEST(LayerNormModule, PrintsLikePyTorch) {
 
 TEST(LayerNormModule, ForwardIsTheFunctionalOpAndTrains) {
   nn::Sequential model(nn::Linear(6, 8), nn::LayerNorm(8), nn::ReLU(), nn::Linear(8, 2));
-  EXPECT_EQ(model.str(),
-            "Sequential(\n"
-            "  (0): Linear(in_features=6, out_features=8, bias=true)\n"
-            "  (1): LayerNorm((8,), eps=1e-05, elementwise_affine=true)\n"
-            "  (2): ReLU()\n"
-            "  (3): Linear(in_features=8, out_features=2, bias=true)\n"
-            ")");
+  EXPECT_EQ(model.str(), model_with_norm_str("LayerNorm((8,), eps=1e-05, elementwise_affine=true)"));
   auto ln = std::dynamic_pointer_cast<nn::LayerNorm>(model[1]);
   ASSERT_NE(ln, nullptr);
   {
@@ -589,10 +607,7 @@ TEST(RmsNorm, NonContiguousInputAndWeight) {
 }
 
 TEST(RmsNorm, NaNStaysInItsRow) {
-  Tensor x = tensor<double>({1, kNaN, 3, 1, 2, 3}, {2, 3});
-  std::vector<double> y = values(rms_norm(x, {3}));
-  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(y[c])) << c;
-  for (int c = 3; c < 6; ++c) EXPECT_FALSE(std::isnan(y[c])) << c;
+  expect_nan_stays_in_its_row([](const Tensor& x, int64_t cols) { return rms_norm(x, {cols}); });
 }
 
 // The weight gradient sums rows in blocks fixed by the shape (Note [norm parameter gradients]): one
@@ -637,14 +652,7 @@ TEST(RmsNorm, OnlyTheGradientsAskedForAreComputed) {
 }
 
 TEST(RmsNorm, InPlaceChangeOfSavedInputIsCaught) {
-  Tensor x = uniform({3, 4}, kFloat64, 93).requires_grad_(true);
-  Tensor h = mul(x, 2.0);
-  Tensor y = rms_norm(h, {4});
-  {
-    NoGradGuard no_grad;
-    h.add_(1.0);
-  }
-  EXPECT_THROW(sum(y).backward(), Error);
+  expect_in_place_change_of_saved_input_caught([](const Tensor& x, int64_t cols) { return rms_norm(x, {cols}); }, 93);
 }
 
 TEST(RmsNormGradcheck, InputAndWeight) {
@@ -723,13 +731,7 @@ TEST(RMSNormModule, PrintsLikePyTorch) {
 
 TEST(RMSNormModule, ForwardIsTheFunctionalOpAndTrains) {
   nn::Sequential model(nn::Linear(6, 8), nn::RMSNorm(8), nn::ReLU(), nn::Linear(8, 2));
-  EXPECT_EQ(model.str(),
-            "Sequential(\n"
-            "  (0): Linear(in_features=6, out_features=8, bias=true)\n"
-            "  (1): RMSNorm((8,), eps=None, elementwise_affine=true)\n"
-            "  (2): ReLU()\n"
-            "  (3): Linear(in_features=8, out_features=2, bias=true)\n"
-            ")");
+  EXPECT_EQ(model.str(), model_with_norm_str("RMSNorm((8,), eps=None, elementwise_affine=true)"));
   auto rn = std::dynamic_pointer_cast<nn::RMSNorm>(model[1]);
   ASSERT_NE(rn, nullptr);
   {
