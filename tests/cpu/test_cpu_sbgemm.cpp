@@ -13,6 +13,7 @@
 
 #include "cpu/gemm/gemm.h"
 #include "cpu/gemm/sbgemm.h"
+#include "support/gemm_case.h"
 #include "support/random_values.h"
 #include "support/thread_count.h"
 #include "tapegrad/tapegrad.h"
@@ -23,11 +24,7 @@ using tapegrad::BFloat16;
 using tapegrad::cpu::PackedBf16Matrix;
 using tapegrad::cpu::SbgemmKernel;
 
-struct Case {
-  int64_t m, n, k;
-  bool a_transposed, b_transposed;
-  float alpha, beta;
-};
+using Case = tapegrad::testing::GemmCase;
 
 using tapegrad::testing::ThreadCount;
 
@@ -50,29 +47,22 @@ double rounded(float v) {
   return static_cast<float>(BFloat16(v));
 }
 
-// Runs one case with padded leading dimensions and checks every element of C against the double
-// product of the rounded operands, and that C's padding is untouched. Returns the largest
-// difference between C and the product of the unrounded operands (for the negative control).
+// Runs one case (operands as GemmOperands pads them, converted to Source) and checks every element
+// of C against the double product of the rounded operands, and that C's padding is untouched.
+// Returns the largest difference between C and the product of the unrounded operands (for the
+// negative control).
 template <class Source>
 double check_case(const Case& t) {
-  const int64_t pad = 3;
-  const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
-  const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
-  std::vector<float> a32 = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
-  std::vector<float> b32 = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
-  std::vector<Source> a(a32.begin(), a32.end()), b(b32.begin(), b32.end());
-  const int64_t ldc = t.n + pad;
-  std::vector<float> c = uniform_values<float>(static_cast<size_t>(t.m * ldc), 3);
-  if (t.beta == 0.0f)  // must be overwritten, never read
-    for (size_t i = 0; i < c.size(); ++i)
-      if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> c_before = c;
-  auto a_at = [&](int64_t i, int64_t p) { return a32[t.a_transposed ? p * a_lead + i : i * a_lead + p]; };
-  auto b_at = [&](int64_t p, int64_t j) { return b32[t.b_transposed ? j * b_lead + p : p * b_lead + j]; };
+  tapegrad::testing::GemmOperands o(t);
+  const std::vector<Source> a(o.a.begin(), o.a.end()), b(o.b.begin(), o.b.end());
+  const int64_t ldc = o.ldc;
+  const std::vector<float>& c = o.c;
+  const std::vector<float>& c_before = o.c_before;
+  auto a_at = [&](int64_t i, int64_t p) { return o.a_at(i, p); };
+  auto b_at = [&](int64_t p, int64_t j) { return o.b_at(p, j); };
 
-  PackedBf16Matrix packed(b.data(), t.b_transposed ? 1 : b_lead, t.b_transposed ? b_lead : 1, t.k, t.n);
-  tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), t.a_transposed ? 1 : a_lead, t.a_transposed ? a_lead : 1, packed,
-                        t.beta, c.data(), ldc);
+  PackedBf16Matrix packed(b.data(), o.b_row_stride(), o.b_col_stride(), t.k, t.n);
+  tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), o.a_row_stride(), o.a_col_stride(), packed, t.beta, o.c.data(), ldc);
 
   double off_unrounded = 0;
   for (int64_t i = 0; i < t.m; ++i) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/gemm/sgemm_avx512.h"
+#include "support/gemm_case.h"
 #include "support/random_values.h"
 #include "support/thread_count.h"
 #include "tapegrad/tapegrad.h"
@@ -17,37 +18,24 @@ namespace {
 
 using tapegrad::CpuGemm;
 
-struct Case {
-  int64_t m, n, k;
-  bool a_transposed, b_transposed;
-  float alpha, beta;
-};
+using Case = tapegrad::testing::GemmCase;
 
 using tapegrad::testing::ThreadCount;
 
 using tapegrad::testing::uniform_values;
 
-// Runs one case with padded leading dimensions (so no operand is accidentally contiguous) and
-// checks every element of C, and that the padding of C is untouched.
+// Runs one case (operands as GemmOperands pads them) and checks every element of C, and that the
+// padding of C is untouched.
 void check_case(const Case& t) {
-  const int64_t pad = 3;
-  // A stored [m, k] (lead k + pad) or transposed [k, m] (lead m + pad); likewise B.
-  const int64_t a_lead = (t.a_transposed ? t.m : t.k) + pad, b_lead = (t.b_transposed ? t.k : t.n) + pad;
-  const int64_t a_rows = t.a_transposed ? t.k : t.m, b_rows = t.b_transposed ? t.n : t.k;
-  std::vector<float> a = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(a_rows, 1) * a_lead), 1);
-  std::vector<float> b = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(b_rows, 1) * b_lead), 2);
-  const int64_t ldc = t.n + pad;
-  std::vector<float> c = uniform_values<float>(static_cast<size_t>(t.m * ldc), 3);
-  if (t.beta == 0.0f)  // must be overwritten, never read
-    for (size_t i = 0; i < c.size(); ++i)
-      if (static_cast<int64_t>(i) % ldc < t.n) c[i] = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> c_before = c;
-  auto a_at = [&](int64_t i, int64_t p) { return t.a_transposed ? a[p * a_lead + i] : a[i * a_lead + p]; };
-  auto b_at = [&](int64_t p, int64_t j) { return t.b_transposed ? b[j * b_lead + p] : b[p * b_lead + j]; };
+  tapegrad::testing::GemmOperands o(t);
+  const int64_t ldc = o.ldc;
+  const std::vector<float>& c = o.c;
+  const std::vector<float>& c_before = o.c_before;
+  auto a_at = [&](int64_t i, int64_t p) { return o.a_at(i, p); };
+  auto b_at = [&](int64_t p, int64_t j) { return o.b_at(p, j); };
 
-  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, a.data(), t.a_transposed ? 1 : a_lead,
-                              t.a_transposed ? a_lead : 1, b.data(), t.b_transposed ? 1 : b_lead,
-                              t.b_transposed ? b_lead : 1, t.beta, c.data(), ldc);
+  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                              o.b_row_stride(), o.b_col_stride(), t.beta, o.c.data(), ldc);
 
   for (int64_t i = 0; i < t.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
