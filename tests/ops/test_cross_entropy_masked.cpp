@@ -14,8 +14,7 @@ namespace {
 using testing::expect_error;
 using testing::values;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
+using reference::kInf;
 using reference::make;
 using reference::make_i64;
 

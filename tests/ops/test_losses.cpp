@@ -18,8 +18,7 @@ namespace {
 using testing::expect_error;
 using testing::values;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
+using reference::kInf;
 using reference::make;
 using testing::uniform_values;
 
