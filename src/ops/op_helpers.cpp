@@ -112,6 +112,7 @@ void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, c
 }
 
 void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
+  check_inference_inplace(op, self);
   if (!autograd::grad_enabled()) return;
   bool needs = self.requires_grad() || (other.defined() && other.requires_grad());
   if (!needs) return;
@@ -122,12 +123,18 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
            "out-of-place op");
 }
 
+void check_inference_inplace(const char* op, const Tensor& self) {
+  TG_CHECK(!self.is_inference() || autograd::inference_mode_enabled(), op, ": in-place update of an inference tensor ",
+           shape_str(self.sizes()),
+           " (made under InferenceMode) outside InferenceMode; clone() it first, or update it inside InferenceMode");
+}
+
 void adopt_result(Tensor& self, const Tensor& result) {
   {
     autograd::NoGradGuard no_grad;
     TG_KERNEL(self.device(), copy)(result, self);
   }
-  self.storage()->bump_version();
+  self.bump_version();
   TensorImpl* s = self.impl();
   if (s->retains_grad && s->grad_fn) s->grad_fn->drop_retained(s);
   s->grad_fn = result.impl()->grad_fn;

@@ -33,6 +33,7 @@ struct TensorImpl {
   Shape strides;  // in elements
   DType dtype = kFloat32;
   bool is_view = false;  // shares storage with another tensor created by a view op
+  bool is_inference = false;  // made under InferenceMode (tapegrad/autograd/grad_mode.h)
 
   // Autograd state. A tensor with requires_grad and no grad_fn is a leaf.
   // Note [shared leaves]: several threads may record ops on one leaf (a shared parameter) and
@@ -90,6 +91,10 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
   bool is_leaf() const { return checked().grad_fn == nullptr; }
+  // Made under InferenceMode: can never enter autograd (tapegrad/autograd/grad_mode.h).
+  bool is_inference() const { return checked().is_inference; }
+  // Marks the storage written in place (saved tensors check it); inference tensors count nothing.
+  void bump_version() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
   // Asks a non-leaf to keep its .grad() after backward.
   void retain_grad() const;

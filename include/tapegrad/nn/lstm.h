@@ -42,6 +42,9 @@
 
 namespace tapegrad {
 struct CudnnWeightCache;  // tapegrad/ops/rnn.h
+namespace backend {
+class WeightLayouts;  // src/backend/weight_layouts.h
+}
 }
 
 namespace tapegrad::nn {
@@ -124,6 +127,7 @@ class LSTM : public Module {
   Generator* generator_;
   std::vector<std::vector<Weights>> weights_;        // [layer][direction]
   std::shared_ptr<CudnnWeightCache> cudnn_weights_;  // the CuDNN implementation's packed weights
+  std::shared_ptr<backend::WeightLayouts> inference_layouts_;  // kept across calls under InferenceMode
 };
 
 // One step: (h', c') = cell(x [B, I], (h, c) [B, H]); undefined h/c mean zeros.
