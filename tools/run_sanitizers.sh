@@ -10,7 +10,8 @@
 #  2. ThreadSanitizer: the autograd thread tests (two threads training two separate models at
 #     once must get exactly what each gets alone) and the shared-parameter tests (threads recording
 #     ops on and backpropagating into the same parameters, concurrent checkpoint writers), built in
-#     ./build-tsan, and two threads checkpointing with dropout at once (each replays its own draws).
+#     ./build-tsan, two threads checkpointing with dropout at once (each replays its own draws), and
+#     threads sharing one model under InferenceMode (docs/inference.md).
 # OpenMP is kept to one thread under the sanitizers: libgomp is not instrumented, so TSan would
 # report its internal synchronisation, and one thread keeps ASan's run short. The MPI tests run in
 # the ordinary build only: OpenMPI's own allocations would be reported as leaks.
@@ -41,13 +42,15 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure --parallel "$jobs" --timeout 1200 \
     -R '^(CudaGraph\..*|DeferredChecks\..*|NamedConfigs\.CudaStepHasNoHostSync|NamedConfigs\.CudaGraphStepIsOneLaunch)$'
 
-echo "== ThreadSanitizer: concurrent training, shared parameters, concurrent checkpoint writers"
+echo "== ThreadSanitizer: concurrent training, shared parameters, concurrent checkpoint writers, shared inference"
 cmake -S . -B build-tsan "${common[@]}" -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_SANITIZE=thread >/dev/null
 cmake --build build-tsan --parallel "$jobs" --target test_autograd test_anomaly test_shared_parameters \
-  test_checkpoint_atomic test_checkpoint
+  test_checkpoint_atomic test_checkpoint test_inference_mode test_inference
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   build-tsan/tests/test_autograd --gtest_filter='AutogradThreads.*:GradMode.GradModeIsThreadLocal'
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_anomaly --gtest_filter='Anomaly.IsPerThread'
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_shared_parameters
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_checkpoint_atomic --gtest_filter='CheckpointAtomic.ConcurrentWriters*'
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_checkpoint --gtest_filter='Checkpoint.TwoThreadsCheckpointingKeepTheirOwnMasks'
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_inference_mode --gtest_filter='InferenceMode.IsPerThread'
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_inference --gtest_filter='Inference.ThreadsShareOneModel'

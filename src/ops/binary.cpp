@@ -253,7 +253,7 @@ Tensor& inplace_binary(const char* name, BinaryOp op, Tensor& self, const Tensor
   Tensor source = other.storage() == self.storage() ? other.clone() : other;
   source = cast(source, self.dtype());
   if (self.numel() > 0) TG_KERNEL(self.device(), binary)(op, self, expand_raw(source, shape), self);
-  self.bump_version();
+  self.storage()->bump_version();
   return self;
 }
 }  // namespace

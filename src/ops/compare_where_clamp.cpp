@@ -161,7 +161,7 @@ Tensor& Tensor::clamp_(double min, double max) {
     return *this;
   }
   if (numel() > 0) TG_KERNEL(device(), clamp)(*this, min, max, *this);
-  bump_version();
+  storage()->bump_version();
   return *this;
 }
 

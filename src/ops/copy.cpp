@@ -93,7 +93,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   // Copying from memory that overlaps the destination must read everything first.
   Tensor source = src.storage() == storage() ? src.detach().clone() : src.detach();
   copy_any(expand_raw(source, sizes()), *this);
-  bump_version();
+  storage()->bump_version();
   if (track) {
     Shape src_shape = src.sizes();
     DType src_dtype = src.dtype();
@@ -110,7 +110,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::fill_(double value) {
   check_inplace("fill_", *this);
   TG_KERNEL(device(), fill)(*this, value);
-  bump_version();
+  storage()->bump_version();
   if (autograd::grad_enabled() && requires_grad()) {
     Tensor self = *this;
     autograd::record("fill_", {self}, {self}, [](const std::vector<Tensor>&) { return std::vector<Tensor>{Tensor()}; });

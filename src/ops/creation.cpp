@@ -100,7 +100,7 @@ Tensor& uniform_(Tensor& out, double low, double high, Generator* generator) {
   ops::check_inference_inplace("uniform_", out);
   Generator::Draw draw = (generator ? *generator : default_generator()).reserve(static_cast<uint64_t>(out.numel()));
   if (out.numel() > 0) TG_KERNEL(out.device(), uniform)(out, low, high, draw.seed, draw.offset);
-  out.bump_version();
+  out.storage()->bump_version();
   return out;
 }
 
@@ -111,7 +111,7 @@ Tensor& normal_(Tensor& out, double mean, double std, Generator* generator) {
   ops::check_inference_inplace("normal_", out);
   Generator::Draw draw = (generator ? *generator : default_generator()).reserve(static_cast<uint64_t>(out.numel()));
   if (out.numel() > 0) TG_KERNEL(out.device(), normal)(out, mean, std, draw.seed, draw.offset);
-  out.bump_version();
+  out.storage()->bump_version();
   return out;
 }
 

@@ -134,7 +134,7 @@ void adopt_result(Tensor& self, const Tensor& result) {
     autograd::NoGradGuard no_grad;
     TG_KERNEL(self.device(), copy)(result, self);
   }
-  self.bump_version();
+  self.storage()->bump_version();
   TensorImpl* s = self.impl();
   if (s->retains_grad && s->grad_fn) s->grad_fn->drop_retained(s);
   s->grad_fn = result.impl()->grad_fn;

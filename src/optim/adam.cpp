@@ -167,7 +167,7 @@ void Adam::step() {
       for (const backend::AdamTensors& t : bucket.tensors)
         one(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, bucket.hyper);
     }
-    for (const backend::AdamTensors& t : bucket.tensors) t.param.bump_version();
+    for (const backend::AdamTensors& t : bucket.tensors) t.param.storage()->bump_version();
   }
 }
 

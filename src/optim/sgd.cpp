@@ -122,7 +122,7 @@ void SGD::step() {
       auto one = TG_KERNEL(bucket.device, sgd_step);
       for (const backend::SgdTensors& t : bucket.tensors) one(t.param, t.grad, t.momentum_buffer, bucket.hyper);
     }
-    for (const backend::SgdTensors& t : bucket.tensors) t.param.bump_version();
+    for (const backend::SgdTensors& t : bucket.tensors) t.param.storage()->bump_version();
   }
 }
 

@@ -71,8 +71,9 @@ TEST(InferenceMode, RecordsNothingAndGivesTheSameNumbers) {
   EXPECT_FALSE(y.requires_grad());
   EXPECT_EQ(y.grad_fn(), nullptr);
   EXPECT_TRUE(y.is_inference());
-  EXPECT_FALSE(w.is_inference());  // made outside, read as usual
-  EXPECT_TRUE(w.t().is_inference());  // a view made inside is made inside
+  EXPECT_FALSE(w.is_inference());      // made outside, read as usual
+  EXPECT_FALSE(w.t().is_inference());  // a view of a normal tensor is normal (as PyTorch)
+  EXPECT_TRUE(y.t().is_inference());   // a view of an inference tensor is one
   EXPECT_TRUE(allclose(y, trained.detach(), 0.0, 0.0));
 }
 
@@ -81,16 +82,22 @@ TEST(InferenceMode, AnInferenceTensorCannotEnterAutograd) {
   Tensor features;
   {
     InferenceMode guard;
-    features = uniform({5, 3}, kFloat32, 4).mul(2.0);
+    features = mul(uniform({5, 3}, kFloat32, 4), 2.0);
   }
   ASSERT_TRUE(features.is_inference());
   const std::string linear_error = error_of([&] { linear(features, w); });
   EXPECT_NE(linear_error.find("linear"), std::string::npos) << linear_error;
   EXPECT_NE(linear_error.find("inference tensor"), std::string::npos) << linear_error;
   EXPECT_NE(linear_error.find("clone()"), std::string::npos) << linear_error;
-  EXPECT_NE(error_of([&] { add(features, w.t().t()); }).find("inference tensor"), std::string::npos);
+  Tensor p = uniform({5, 3}, kFloat32, 5).requires_grad_();
+  EXPECT_NE(error_of([&] { add(features, p); }).find("add: an inference tensor"), std::string::npos);
   const std::string requires_error = error_of([&] { features.requires_grad_(); });
   EXPECT_NE(requires_error.find("requires_grad_"), std::string::npos) << requires_error;
+  {
+    InferenceMode guard;  // inside the mode it may (as PyTorch: a module built there has parameters)
+    EXPECT_EQ(error_of([&] { features.requires_grad_(); }), "");
+    features.requires_grad_(false);
+  }
   // Not an error: ops that record nothing, and requires_grad_(false).
   EXPECT_EQ(error_of([&] { add(features, 1.0); }), "");
   EXPECT_EQ(error_of([&] { features.requires_grad_(false); }), "");

@@ -66,21 +66,24 @@ TEST(Inference, LstmKeepsItsWeightLayoutsUntilTheWeightsChange) {
   auto lstm = make_lstm(21);
   Tensor x = uniform({1, 1, 5}, kFloat32, 22);
   auto made = [] { return backend::weight_layout_counts().made; };
-  // Negative control: outside InferenceMode every call packs its weights again.
+  auto reused = [] { return backend::weight_layout_counts().reused; };
+  // Negative control: outside InferenceMode no call finds a kept layout.
   {
     NoGradGuard no_grad;
-    const int64_t before = made();
+    const int64_t before = reused();
     lstm->forward(x);
     lstm->forward(x);
-    EXPECT_EQ(made() - before, 4);  // two layers, two calls
+    EXPECT_EQ(reused() - before, 0);
   }
   Tensor first;
   {
     InferenceMode guard;
     const int64_t before = made();
     first = lstm->forward(x).output;
+    const int64_t reused_before = reused();
     for (int i = 0; i < 5; ++i) EXPECT_TRUE(same_bits(lstm->forward(x).output, first));
     EXPECT_EQ(made() - before, 2);  // once per layer
+    EXPECT_EQ(reused() - reused_before, 10);
   }
   // An optimiser-style in-place update changes the weights: the next call packs the new ones.
   {
@@ -98,6 +101,22 @@ TEST(Inference, LstmKeepsItsWeightLayoutsUntilTheWeightsChange) {
   EXPECT_EQ(made() - before, 2);
   EXPECT_TRUE(same_bits(after, fresh_output));
   EXPECT_FALSE(same_bits(after, first));
+}
+
+// Weights that are inference tensors themselves count no versions, so no layout is kept from them:
+// an in-place update inside InferenceMode is seen by the next call.
+TEST(Inference, LstmBuiltUnderInferenceModeSeesInPlaceUpdates) {
+  InferenceMode guard;
+  auto lstm = make_lstm(23);  // its parameters are inference tensors
+  ASSERT_TRUE(lstm->parameters()[0].is_inference());
+  Tensor x = uniform({2, 1, 5}, kFloat32, 24);
+  Tensor before = lstm->forward(x).output;
+  for (Tensor& p : lstm->parameters()) p.mul_(0.5);
+  Tensor after = lstm->forward(x).output;
+  auto fresh = make_lstm(23);
+  for (Tensor& p : fresh->parameters()) p.mul_(0.5);
+  EXPECT_TRUE(same_bits(after, fresh->forward(x).output));
+  EXPECT_FALSE(same_bits(after, before));
 }
 
 TEST(Inference, StreamingStepAllocatesNothingFromTheSystemOnceWarm) {

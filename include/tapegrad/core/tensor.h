@@ -33,7 +33,6 @@ struct TensorImpl {
   Shape strides;  // in elements
   DType dtype = kFloat32;
   bool is_view = false;  // shares storage with another tensor created by a view op
-  bool is_inference = false;  // made under InferenceMode (tapegrad/autograd/grad_mode.h)
 
   // Autograd state. A tensor with requires_grad and no grad_fn is a leaf.
   // Note [shared leaves]: several threads may record ops on one leaf (a shared parameter) and
@@ -91,10 +90,9 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
   bool is_leaf() const { return checked().grad_fn == nullptr; }
-  // Made under InferenceMode: can never enter autograd (tapegrad/autograd/grad_mode.h).
-  bool is_inference() const { return checked().is_inference; }
-  // Marks the storage written in place (saved tensors check it); inference tensors count nothing.
-  void bump_version() const;
+  // Its storage was made under InferenceMode: it can never enter autograd (a view of a normal
+  // tensor is normal wherever it is made). tapegrad/autograd/grad_mode.h.
+  bool is_inference() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
   // Asks a non-leaf to keep its .grad() after backward.
   void retain_grad() const;

@@ -280,7 +280,7 @@ Work ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
   Impl& g = *impl_;
   CollectiveDesc desc = detail::describe(Collective::AllReduce, tensor, op);
   std::string what = what_of("all_reduce", tensor, reduce_op_name(op));
-  tensor.bump_version();
+  tensor.storage()->bump_version();
   if (tensor.device().is_cuda()) {
     g.compare("all_reduce", desc, what, false);
     return Work(g.nccl_for(tensor.device().index()).all_reduce(tensor, op));
@@ -309,7 +309,7 @@ Work ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
            g.size);
   CollectiveDesc desc = detail::describe(Collective::Broadcast, tensor, ReduceOp::Sum, root);
   std::string what = what_of("broadcast", tensor, str_cat("root ", root));
-  tensor.bump_version();
+  tensor.storage()->bump_version();
   if (tensor.device().is_cuda()) {
     g.compare("broadcast", desc, what, false);
     return Work(g.nccl_for(tensor.device().index()).broadcast(tensor, root));
@@ -392,7 +392,7 @@ Work ProcessGroup::reduce_scatter_async(const Tensor& output, const std::vector<
            shape_str(inputs[size_t(g.rank)].sizes()));
   CollectiveDesc desc = detail::describe(Collective::ReduceScatter, output, op, -1, inputs);
   std::string what = what_of("reduce_scatter", output, reduce_op_name(op));
-  output.bump_version();
+  output.storage()->bump_version();
   if (output.device().is_cuda()) {
     g.compare("reduce_scatter", desc, what, false);
     return Work(g.nccl_for(output.device().index()).reduce_scatter(output, inputs, op));
