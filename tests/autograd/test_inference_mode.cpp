@@ -71,7 +71,7 @@ TEST(InferenceMode, RecordsNothingAndGivesTheSameNumbers) {
   EXPECT_FALSE(y.requires_grad());
   EXPECT_EQ(y.grad_fn(), nullptr);
   EXPECT_TRUE(y.is_inference());
-  EXPECT_FALSE(w.is_inference());  // made outside, read as usual
+  EXPECT_FALSE(w.is_inference());     // made outside, read as usual
   EXPECT_TRUE(w.t().is_inference());  // a view made inside is made inside
   EXPECT_TRUE(allclose(y, trained.detach(), 0.0, 0.0));
 }
