@@ -137,7 +137,7 @@ TEST(Inference, StreamingStepAllocatesNothingFromTheSystemOnceWarm) {
   if (!before.caching_enabled) GTEST_SKIP() << "the CPU caching allocator is off";
   for (int i = 0; i < 50; ++i) step();
   const cpu::CpuMemoryStats after = cpu::cpu_memory_stats();
-  EXPECT_GT(after.num_allocations, before.num_allocations);  // the step does allocate tensors...
+  EXPECT_GT(after.num_allocations, before.num_allocations);      // the step does allocate tensors...
   EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);  // ...all from the cache
 }
 
