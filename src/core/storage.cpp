@@ -12,7 +12,10 @@ Storage::Storage(size_t nbytes, Device device, Allocator& allocator)
       inference_(autograd::inference_mode_enabled()) {}
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
-    : data_{data, std::move(deleter)}, nbytes_(nbytes), device_(device), inference_(autograd::inference_mode_enabled()) {}
+    : data_{data, std::move(deleter)},
+      nbytes_(nbytes),
+      device_(device),
+      inference_(autograd::inference_mode_enabled()) {}
 
 Storage::~Storage() {
   if (data_.deleter) data_.deleter(data_.ptr);

@@ -32,12 +32,7 @@ struct TensorImpl {
   Shape sizes;
   Shape strides;  // in elements
   DType dtype = kFloat32;
-<<<<<<< HEAD
   bool is_view = false;  // shares storage with another tensor created by a view op
-=======
-  bool is_view = false;       // shares storage with another tensor created by a view op
-  bool is_inference = false;  // made under InferenceMode (tapegrad/autograd/grad_mode.h)
->>>>>>> compare-inference
 
   // Autograd state. A tensor with requires_grad and no grad_fn is a leaf.
   // Note [shared leaves]: several threads may record ops on one leaf (a shared parameter) and
