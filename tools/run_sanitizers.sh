@@ -30,17 +30,19 @@ asan_cuda="${TAPEGRAD_ASAN_CUDA:-EMULATE}"
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every test (CUDA: $asan_cuda)"
 cmake -S . -B build-asan "${common[@]}" -DTAPEGRAD_CUDA="$asan_cuda" -DTAPEGRAD_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan --parallel "$jobs"
+# Every ctest case, one process per test program (tools/run_ctest_grouped.py: an instrumented
+# process start costs half a second, which per case was over ten minutes of CI).
 TAPEGRAD_CUDA_CACHING_ALLOCATOR=0 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure --parallel "$jobs" --timeout 1200
+  python3 tools/run_ctest_grouped.py --test-dir build-asan -j "$jobs" --timeout 1800
 # CUDA graphs need the caching allocator (a captured step replays into the graph's private pool),
 # so their tests skip above, and without it every cudaFree waits for the device, so the checks that
 # a step makes no host synchronisation are left out above: they run here instrumented with it on.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure --parallel "$jobs" --timeout 1200 \
-    -R '^(CudaGraph\..*|DeferredChecks\..*|NamedConfigs\.CudaStepHasNoHostSync|NamedConfigs\.CudaGraphStepIsOneLaunch)$'
+  python3 tools/run_ctest_grouped.py --test-dir build-asan -j "$jobs" --timeout 1800 \
+    -R '^(CudaGraph\..*|CudaInference\..*|DeferredChecks\..*|NamedConfigs\.CudaStepHasNoHostSync|NamedConfigs\.CudaGraphStepIsOneLaunch)$'
 
 echo "== ThreadSanitizer: concurrent training, shared parameters, concurrent checkpoint writers, shared inference"
 cmake -S . -B build-tsan "${common[@]}" -DTAPEGRAD_CUDA=OFF -DTAPEGRAD_SANITIZE=thread >/dev/null
