@@ -145,7 +145,8 @@ inline void train_batch(CharModel& model, tapegrad::optim::Optimizer& opt, const
 inline double evaluate_nats(CharModel& model, const tapegrad::TextDataset& data, int64_t batch_size, int64_t bptt,
                             tapegrad::Device device) {
   using namespace tapegrad;
-  NoGradGuard no_grad;
+  InferenceMode inference;
+  const bool was_training = model.is_training();
   model.eval();
   BucketBatchSamplerOptions options;
   options.batch_size = batch_size;
@@ -158,7 +159,7 @@ inline double evaluate_nats(CharModel& model, const tapegrad::TextDataset& data,
       loss_sum += chunk.loss.item() * double(chunk.targets);
       targets += chunk.targets;
     });
-  model.train();
+  model.train(was_training);
   return targets > 0 ? loss_sum / double(targets) : 0.0;
 }
 
@@ -168,11 +169,14 @@ inline double bits(double nats) {
 
 // Up to `count` characters following bos + prime: the most likely one each step (temperature 0)
 // or a draw from softmax(logits / temperature), using `generator`. pad, unk and bos are never
-// chosen; choosing eos (the end of a record) ends the text early.
+// chosen; choosing eos (the end of a record) ends the text early. The model streams: the prime
+// goes in as one chunk, then one character a step with the carried (h, c), under InferenceMode
+// (the LSTM keeps its packed weights between the steps: docs/inference.md).
 inline std::string generate(CharModel& model, const tapegrad::Vocab& vocab, const std::string& prime, int64_t count,
                             double temperature, tapegrad::Generator& generator, tapegrad::Device device) {
   using namespace tapegrad;
-  NoGradGuard no_grad;
+  InferenceMode inference;
+  const bool was_training = model.is_training();
   model.eval();
   std::vector<int64_t> context{Vocab::kBosId};
   for (int64_t id : vocab.encode(prime)) context.push_back(id);
@@ -202,7 +206,7 @@ inline std::string generate(CharModel& model, const tapegrad::Vocab& vocab, cons
     produced.push_back(next);
     input = full({1, 1}, double(next), kInt64);
   }
-  model.train();
+  model.train(was_training);
   return vocab.decode(produced);
 }
 

@@ -103,21 +103,26 @@ struct Evaluation {
   double accuracy, loss;  // loss: mean cross-entropy
 };
 
+// Under InferenceMode; with `graphed` enabled (--cuda-graph) each full chunk's forward replays one
+// captured graph.
 inline Evaluation evaluate(tapegrad::nn::UnaryModule& model, const tapegrad::Tensor& images,
-                           const tapegrad::Tensor& labels, tapegrad::Device device) {
+                           const tapegrad::Tensor& labels, tapegrad::Device device, GraphedForward* graphed = nullptr) {
   using namespace tapegrad;
-  NoGradGuard no_grad;
+  InferenceMode inference;
+  const bool was_training = model.is_training();
   model.eval();
   int64_t correct = 0;
   double loss_sum = 0;
   const int64_t n = images.size(0), chunk = 1000;
   for (int64_t start = 0; start < n; start += chunk) {
     int64_t len = std::min(chunk, n - start);
-    Tensor logits = model.forward(images.narrow(0, start, len).to(device));
+    const Tensor input = images.narrow(0, start, len).to(device);
+    Tensor logits = graphed != nullptr ? graphed->run(input, [&](const Tensor& x) { return model.forward(x); })
+                                       : model.forward(input);
     correct += sum(eq(argmax(logits, 1).cpu(), labels.narrow(0, start, len))).item<int64_t>();
     loss_sum += cross_entropy(logits, labels.narrow(0, start, len).to(device)).item() * static_cast<double>(len);
   }
-  model.train();
+  model.train(was_training);
   return {static_cast<double>(correct) / static_cast<double>(n), loss_sum / static_cast<double>(n)};
 }
 
@@ -131,6 +136,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   const Device device = run.pick_device(args["device"].as<std::string>());
   AmpSession amp(args, device);  // training and evaluation under --amp
   GraphedStep graphed(args, device);
+  GraphedForward graphed_evaluation(graphed.enabled());
   std::unique_ptr<observe::MetricsLogger> metrics = run.open_metrics(args);
   model.to(device);
   FashionMNIST train_set(args["data"].as<std::string>(), true), test_set(args["data"].as<std::string>(), false);
@@ -218,7 +224,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     Evaluation test{0, 0};
     if (end > first)
       test = evaluate(model, test_set.images().narrow(0, first, end - first),
-                      test_set.labels().narrow(0, first, end - first), device);
+                      test_set.labels().narrow(0, first, end - first), device, &graphed_evaluation);
     // Sums over the ranks: the test slices weighted by their size, every rank's steps alike.
     const std::vector<double> totals = run.sum({test.accuracy * double(end - first), test.loss * double(end - first),
                                                 loss_sum, double(steps), double(images)});

@@ -2,8 +2,9 @@
 // from the same initial weights (a safetensors file both sides read) on the same data, alternating
 // between the two, on the same threads; prints ms per step, the ratio tapegrad/LibTorch, each side's
 // GFLOP/s against an sgemm ceiling measured at the start of the run, and both sides' losses, which
-// must agree. Without LibTorch (or with --device cuda) it times tapegrad alone and leaves the
-// weights, data and results in --out for benchmarks/compare/pytorch_compare.py.
+// must agree; --mode inference times the forward alone and compares the outputs instead. Without
+// LibTorch (or with --device cuda) it times tapegrad alone and leaves the weights, data and results
+// in --out for benchmarks/compare/pytorch_compare.py.
 #include <sys/resource.h>
 
 #include <cmath>
@@ -241,6 +242,65 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   return row;
 }
 
+// --mode inference: each side's forward alone (tapegrad under InferenceMode, LibTorch under
+// torch::InferenceMode, both models in eval()) on the same weights and batches, timed like
+// compare_one's steps. The outputs of every batch of the pool are compared twice: before the timing,
+// on each side's first calls, and after it, once the tapegrad LSTM keeps its packed weights across
+// calls (Note [inference layouts]), so that a stale kept layout would show as a mismatch.
+CompareRow infer_one(const NamedConfig& c, int64_t batch, Device device, bool with_tapegrad, bool with_libtorch,
+                     double budget_s, double block_s, const std::string& out_dir, uint64_t seed) {
+  const std::string stem = write_inputs(out_dir, c, batch, seed);
+  const StateDict weights = load_safetensors(stem + ".weights.safetensors");
+  const std::vector<Batch> batches = read_batches(stem + ".data.safetensors");
+
+  // The model and its batches on the device; its optimiser is never stepped.
+  TrainingRun ours(c.shape, weights, batches, device, c.lr);
+  ours.model().eval();
+  auto our_forward = [&](size_t i) {
+    InferenceMode inference;
+    return model_output(c.shape, ours.model(), ours.batches()[i]);
+  };
+  Tensor our_output;  // the latest forward's, held like the training loss so it is freed outside the block too
+  size_t our_calls = 0;
+  Contender tg{[&] { our_output = our_forward(our_calls++ % ours.batches().size()); }, [&] { ours.synchronize(); }, {}};
+  std::vector<Contender*> sides;
+  if (with_tapegrad) sides.push_back(&tg);
+  CompareRow row;
+  row.config = c.name;
+  row.batch = batch;
+  row.gemm_flops_per_example = c.shape.gemm_forward_flops_per_example();
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  std::unique_ptr<LibTorchRun> theirs;
+  Contender lt{[&] { theirs->infer(); }, [] {}, {}};
+  if (with_libtorch) {
+    theirs = std::make_unique<LibTorchRun>(c.shape, weights, batches, c.lr);
+    sides.push_back(&lt);
+  }
+  auto compare_outputs = [&] {
+    if (!with_tapegrad || !theirs) return;
+    OutputDifference& d = row.outputs ? *row.outputs : row.outputs.emplace();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const Tensor a = our_forward(i).cpu().contiguous();
+      const Tensor b = theirs->output_of(i);
+      TG_CHECK(a.sizes() == b.sizes() && a.dtype() == kFloat32, "compare: ", c.name, " batch ", batch,
+               ": tapegrad's output ", shape_str(a.sizes()), " ", a.dtype(), ", LibTorch's ", shape_str(b.sizes()));
+      d.add(a.data<float>(), b.data<float>(), a.numel());
+    }
+  };
+#else
+  (void)with_libtorch;
+  auto compare_outputs = [] {};
+#endif
+  compare_outputs();
+  row.steps = alternate(sides, budget_s, block_s, [] {});
+  compare_outputs();
+  if (with_tapegrad) row.tapegrad = summarise(tg, 0, 0, 0);
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  if (theirs) row.libtorch = summarise(lt, 0, 0, 0);
+#endif
+  return row;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,7 +320,12 @@ int main(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("both"))("no-ceiling",
                                                             "skip measuring the sgemm ceiling (about a second)")(
       "autocast", "off, or bf16: also time each side's step under CPU autocast to bfloat16 (the products in bf16)",
-      cxxopts::value<std::string>()->default_value("off"))("h,help", "this help");
+      cxxopts::value<std::string>()->default_value("off"))(
+      "mode",
+      "train: time whole training steps and compare the losses; inference: time the model's forward alone, each "
+      "side in its inference mode with the model in eval(), and compare the outputs of every batch, which agree "
+      "when max|tg - lt| <= 1e-5 * max(1, max|lt|)",
+      cxxopts::value<std::string>()->default_value("train"))("h,help", "this help");
   try {
     cxxopts::ParseResult args = cli.parse(argc, argv);
     if (args.count("help")) {
@@ -278,6 +343,10 @@ int main(int argc, char** argv) {
     TG_CHECK(autocast_flag == "off" || autocast_flag == "bf16", "compare: --autocast must be off or bf16, got '",
              autocast_flag, "'");
     const bool autocast = autocast_flag == "bf16";
+    const CompareMode mode = parse_mode(args["mode"].as<std::string>());
+    const bool inference = mode == CompareMode::Inference;
+    TG_CHECK(!(autocast && inference), "compare: --autocast bf16 times training steps; it does not combine with ",
+             "--mode inference");
     const double block_s = args["block-ms"].as<double>() / 1e3;
     TG_CHECK(block_s > 0, "compare: --block-ms must be positive, got ", args["block-ms"].as<double>());
     TG_CHECK(!autocast || device.is_cpu(), "compare: --autocast bf16 is CPU autocast; the tapegrad side runs on ",
@@ -288,6 +357,7 @@ int main(int argc, char** argv) {
     CompareReport report;
     report.device = device.str();
     report.sides = side;
+    report.mode = mode;
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
     const bool with_libtorch = device.is_cpu() && side != "tapegrad";
     if (with_libtorch) {
@@ -306,6 +376,8 @@ int main(int argc, char** argv) {
     report.system = system_info();
     std::printf("tapegrad_compare on %s\n%s", device.str().c_str(), describe(report.system).c_str());
     std::printf("libtorch: %s\n", report.libtorch.c_str());
+    if (inference)
+      std::printf("mode: inference (the forward alone, tapegrad::InferenceMode and torch::InferenceMode, eval())\n");
     std::fflush(stdout);
     // Measured here, on the threads and the (shared) machine of this very run, so that the percentages
     // are not against a figure taken on another day or under another load.
@@ -327,13 +399,18 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
 
-    std::printf("blocks of at least %.0f ms of steps per side, in ABBA order\n", block_s * 1e3);
+    const char* unit = inference ? "forwards" : "steps";
+    std::printf("blocks of at least %.0f ms of %s per side, in ABBA order\n", block_s * 1e3, unit);
     for (const Selection& sel : select(args["configs"].as<std::string>())) {
       try {
-        report.rows.push_back(compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch, autocast,
-                                          args["budget"].as<double>(), block_s, out_dir, args["seed"].as<uint64_t>()));
-        std::printf("  %-12s batch %5lld: %lld steps on each side\n", sel.config->name.c_str(),
-                    static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps));
+        const double budget = args["budget"].as<double>();
+        const uint64_t seed = args["seed"].as<uint64_t>();
+        report.rows.push_back(inference ? infer_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch,
+                                                    budget, block_s, out_dir, seed)
+                                        : compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch,
+                                                      autocast, budget, block_s, out_dir, seed));
+        std::printf("  %-12s batch %5lld: %lld %s on each side\n", sel.config->name.c_str(),
+                    static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps), unit);
       } catch (const std::exception& e) {  // e.g. a kernel the CUDA backend does not have yet
         std::printf("  %-12s batch %5lld: failed: %s\n", sel.config->name.c_str(), static_cast<long long>(sel.batch),
                     e.what());
@@ -346,16 +423,29 @@ int main(int argc, char** argv) {
       std::printf(
           "\nautocast bf16 (the same steps under CPU autocast; bf16/f32: tapegrad's bf16 step over its f32 step):\n%s",
           format_autocast_table(report).c_str());
-    std::printf(
-        "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below 1 "
-        "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"
-        "GF/s: GEMM work of forward and backward (elementwise work left out, so a floor) x batch / median ms; "
-        "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (the faster of OpenBLAS and tapegrad "
-        "matmul).\n"
-        "loss1/loss%d/lossN: loss after step 1, step %d and the last (N-th) step, same weights and data on both "
-        "sides; 'agree': steps 1 and %d\nwithin %.0e relative (the last step is shown, not checked: two float "
-        "implementations drift apart over many steps).\n",
-        kCheckStep, kCheckStep, kCheckStep, kLossTolerance);
+    if (inference)
+      std::printf(
+          "\nms: median time of one forward (the logits, no loss; both sides in inference mode, eval()); tg/lt: their "
+          "ratio, below 1 tapegrad is faster;\nmin-min: the ratio of each side's fastest forward (less sensitive to a "
+          "busy machine). N: forwards per side.\n"
+          "GF/s: GEMM work of the forward alone (elementwise work left out, so a floor) x batch / median ms; "
+          "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (a 2048^3 product: small batches "
+          "are matrix-vector work and cannot approach it).\n"
+          "outputs: both sides' logits on every batch of the pool, before and after the timing; 'agree' when "
+          "max|tg-lt| <= %.0e x max(1, max|lt|),\nelse MISMATCH and max|tg-lt| / max(1, max|lt|).\n",
+          kOutputTolerance);
+    else
+      std::printf(
+          "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below "
+          "1 "
+          "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"
+          "GF/s: GEMM work of forward and backward (elementwise work left out, so a floor) x batch / median ms; "
+          "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (the faster of OpenBLAS and tapegrad "
+          "matmul).\n"
+          "loss1/loss%d/lossN: loss after step 1, step %d and the last (N-th) step, same weights and data on both "
+          "sides; 'agree': steps 1 and %d\nwithin %.0e relative (the last step is shown, not checked: two float "
+          "implementations drift apart over many steps).\n",
+          kCheckStep, kCheckStep, kCheckStep, kLossTolerance);
     // The whole process's high-water mark: run one --side at a time to read it as that side's.
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -364,7 +454,7 @@ int main(int argc, char** argv) {
     write_json(report, out_dir + "/results.json");
     std::printf("wrote %s/results.json (and the weights and data each configuration started from)\n", out_dir.c_str());
     bool mismatch = false;
-    for (const CompareRow& r : report.rows) mismatch |= r.loss_rel_diff() > kLossTolerance;
+    for (const CompareRow& r : report.rows) mismatch |= r.loss_rel_diff() > kLossTolerance || !r.outputs_agree();
     return mismatch ? 2 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tapegrad_compare: %s\n", e.what());

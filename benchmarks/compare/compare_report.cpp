@@ -12,6 +12,35 @@
 
 namespace tapegrad::bench {
 
+CompareMode parse_mode(const std::string& name) {
+  if (name == "train") return CompareMode::Train;
+  TG_CHECK(name == "inference", "compare: --mode must be train or inference, got '", name, "'");
+  return CompareMode::Inference;
+}
+
+const char* mode_name(CompareMode mode) {
+  return mode == CompareMode::Train ? "train" : "inference";
+}
+
+double OutputDifference::rel() const {
+  return max_abs_diff / std::max(1.0, max_abs_ref);
+}
+
+bool OutputDifference::agree() const {
+  // Written as the rule is stated (not via rel()) so that a NaN on either side disagrees too.
+  return max_abs_diff <= kOutputTolerance * std::max(1.0, max_abs_ref);
+}
+
+void OutputDifference::add(const float* a, const float* b, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double d = std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+    // A NaN difference sticks (std::max would drop it), so that a NaN output disagrees.
+    if (std::isnan(d) || d > max_abs_diff) max_abs_diff = d;
+    max_abs_ref = std::max(max_abs_ref, std::abs(static_cast<double>(b[i])));
+  }
+  elements += count;
+}
+
 std::optional<double> CompareRow::ratio() const {
   if (!libtorch || libtorch->median_ms <= 0 || tapegrad.median_ms <= 0) return std::nullopt;
   return tapegrad.median_ms / libtorch->median_ms;
@@ -60,7 +89,53 @@ std::optional<double> CompareReport::percent_of_ceiling(const CompareRow& row) c
   return 100 * row.tapegrad_gflops() / ceiling->gflops();
 }
 
+namespace {
+
+// Inference mode: forward times and the outputs' comparison in place of the losses.
+std::string format_inference_table(const CompareReport& report) {
+  std::ostringstream out;
+  char line[320];
+  std::snprintf(line, sizeof line, "%-12s %6s %12s %12s %7s %8s %8s %8s %8s %10s %10s %6s  %s\n", "config", "batch",
+                "tapegrad ms", "libtorch ms", "tg/lt", "min-min", "tg GF/s", "lt GF/s", "tg %ceil", "max|lt|",
+                "max|tg-lt|", "N", "outputs");
+  out << line;
+  for (const CompareRow& r : report.rows) {
+    char tg_ms[32] = "-", lt_ms[32] = "-", ratio[32] = "-", min_ratio[32] = "-", tg_gflops[32] = "-";
+    char lt_gflops[32] = "-", percent[32] = "-", ref[32] = "-", diff[32] = "-", verdict[48] = "-";
+    const bool tg_timed = r.tapegrad.median_ms > 0;
+    if (tg_timed) {
+      std::snprintf(tg_ms, sizeof tg_ms, "%.4f", r.tapegrad.median_ms);
+      std::snprintf(tg_gflops, sizeof tg_gflops, "%.1f", r.tapegrad_gflops());
+    }
+    if (std::optional<double> p = report.percent_of_ceiling(r)) std::snprintf(percent, sizeof percent, "%.0f%%", *p);
+    if (r.libtorch) {
+      std::snprintf(lt_ms, sizeof lt_ms, "%.4f", r.libtorch->median_ms);
+      std::snprintf(lt_gflops, sizeof lt_gflops, "%.1f", *r.libtorch_gflops());
+    }
+    if (r.libtorch && tg_timed) {
+      std::snprintf(ratio, sizeof ratio, "%.2f", *r.ratio());
+      std::snprintf(min_ratio, sizeof min_ratio, "%.2f", r.tapegrad.min_ms / r.libtorch->min_ms);
+    }
+    if (r.outputs) {
+      std::snprintf(ref, sizeof ref, "%.3g", r.outputs->max_abs_ref);
+      std::snprintf(diff, sizeof diff, "%.2e", r.outputs->max_abs_diff);
+      if (r.outputs->agree())
+        std::snprintf(verdict, sizeof verdict, "agree");
+      else
+        std::snprintf(verdict, sizeof verdict, "MISMATCH rel %.2e", r.outputs->rel());
+    }
+    std::snprintf(line, sizeof line, "%-12s %6lld %12s %12s %7s %8s %8s %8s %8s %10s %10s %6lld  %s\n",
+                  r.config.c_str(), static_cast<long long>(r.batch), tg_ms, lt_ms, ratio, min_ratio, tg_gflops,
+                  lt_gflops, percent, ref, diff, static_cast<long long>(r.steps), verdict);
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace
+
 std::string format_table(const CompareReport& report) {
+  if (report.mode == CompareMode::Inference) return format_inference_table(report);
   std::ostringstream out;
   char line[320];
   char loss_k_tg[16], loss_k_lt[16];
@@ -146,14 +221,30 @@ void write_json(const CompareReport& report, const std::string& path) {
   doc["device"] = report.device;
   doc["libtorch"] = report.libtorch;
   doc["sides"] = report.sides;
-  doc["check_step"] = kCheckStep;
+  const bool inference = report.mode == CompareMode::Inference;
+  doc["mode"] = mode_name(report.mode);
   doc["peak_rss_mib"] = report.peak_rss_mib;
-  doc["timing"] =
-      "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
-      "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
-  doc["gflops"] =
-      "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out) x batch / median "
-      "step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+  if (inference) {
+    doc["timing"] =
+        "median time of one forward (the model's logits, no loss) over alternating blocks of forwards, each side "
+        "in its inference mode with the model in eval(), after 2 warm-up forwards; steady clock, device "
+        "synchronised at block ends";
+    doc["gflops"] =
+        "GEMM multiply-adds x 2 of the forward alone per example (elementwise work left out) x batch / median "
+        "forward time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+    doc["output_tolerance"] = kOutputTolerance;
+    doc["agree_rule"] =
+        "outputs_agree: max |tapegrad - libtorch| <= output_tolerance * max(1, max |libtorch|) over the outputs "
+        "of every batch of the pool, computed before and after the timed forwards";
+  } else {
+    doc["check_step"] = kCheckStep;
+    doc["timing"] =
+        "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
+        "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
+    doc["gflops"] =
+        "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out) x batch / median "
+        "step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+  }
   if (report.ceiling) {
     const SgemmCeiling& c = *report.ceiling;
     doc["sgemm_ceiling"] = {{"n", c.n},
@@ -176,18 +267,22 @@ void write_json(const CompareReport& report, const std::string& path) {
     if (tg_timed) {
       row["tapegrad_ms"] = r.tapegrad.median_ms;
       row["tapegrad_min_ms"] = r.tapegrad.min_ms;
-      row["tapegrad_first_loss"] = r.tapegrad.first_loss;
-      row["tapegrad_check_loss"] = r.tapegrad.check_loss;
-      row["tapegrad_final_loss"] = r.tapegrad.final_loss;
+      if (!inference) {
+        row["tapegrad_first_loss"] = r.tapegrad.first_loss;
+        row["tapegrad_check_loss"] = r.tapegrad.check_loss;
+        row["tapegrad_final_loss"] = r.tapegrad.final_loss;
+      }
       row["tapegrad_gflops"] = r.tapegrad_gflops();
     }
     if (std::optional<double> p = report.percent_of_ceiling(r)) row["tapegrad_percent_of_ceiling"] = *p;
     if (r.libtorch) {
       row["libtorch_ms"] = r.libtorch->median_ms;
       row["libtorch_min_ms"] = r.libtorch->min_ms;
-      row["libtorch_first_loss"] = r.libtorch->first_loss;
-      row["libtorch_check_loss"] = r.libtorch->check_loss;
-      row["libtorch_final_loss"] = r.libtorch->final_loss;
+      if (!inference) {
+        row["libtorch_first_loss"] = r.libtorch->first_loss;
+        row["libtorch_check_loss"] = r.libtorch->check_loss;
+        row["libtorch_final_loss"] = r.libtorch->final_loss;
+      }
       row["libtorch_gflops"] = *r.libtorch_gflops();
     }
     if (r.tapegrad_bf16) {
@@ -204,8 +299,17 @@ void write_json(const CompareReport& report, const std::string& path) {
     if (r.libtorch && tg_timed) {
       row["ratio_tapegrad_over_libtorch"] = *r.ratio();
       row["ratio_of_fastest_steps"] = r.tapegrad.min_ms / r.libtorch->min_ms;
-      row["loss_rel_diff"] = r.loss_rel_diff();
-      row["final_loss_rel_diff"] = r.final_loss_rel_diff();
+      if (!inference) {
+        row["loss_rel_diff"] = r.loss_rel_diff();
+        row["final_loss_rel_diff"] = r.final_loss_rel_diff();
+      }
+    }
+    if (r.outputs) {
+      row["output_max_abs_diff"] = r.outputs->max_abs_diff;
+      row["output_max_abs"] = r.outputs->max_abs_ref;
+      row["output_rel_diff"] = r.outputs->rel();
+      row["output_elements"] = r.outputs->elements;
+      row["outputs_agree"] = r.outputs->agree();
     }
     doc["rows"].push_back(row);
   }

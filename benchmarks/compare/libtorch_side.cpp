@@ -106,6 +106,7 @@ struct LibTorchRun::Impl {
   std::unique_ptr<torch::optim::Adam> optimizer;
   std::vector<torch::Tensor> xs, ys, lengths;
   torch::Tensor loss;
+  torch::Tensor output;  // of the latest infer(), kept so that the forward is not freed inside the timing
   size_t steps = 0;
   bool autocast = false;
 };
@@ -176,6 +177,25 @@ void LibTorchRun::step() {
   s.loss.backward();
   s.optimizer->step();
   ++s.steps;
+}
+
+void LibTorchRun::infer() {
+  Impl& s = *impl_;
+  if (s.module->is_training()) s.module->eval();
+  torch::InferenceMode inference;
+  s.output = s.forward(s.steps % s.xs.size());
+  ++s.steps;
+}
+
+Tensor LibTorchRun::output_of(size_t batch) {
+  Impl& s = *impl_;
+  TG_CHECK(batch < s.xs.size(), "compare: batch ", batch, " of a pool of ", s.xs.size());
+  if (s.module->is_training()) s.module->eval();
+  torch::InferenceMode inference;
+  torch::Tensor out = s.forward(batch).contiguous();
+  TG_CHECK(out.scalar_type() == torch::kFloat32, "compare: LibTorch logits are ", out.scalar_type(), ", not float");
+  std::vector<float> values(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  return tapegrad::tensor(values, Shape(out.sizes().begin(), out.sizes().end()));
 }
 
 double LibTorchRun::last_loss() const {

@@ -33,6 +33,12 @@ class LibTorchRun {
   // Forward, cross-entropy, gradients set to none, backward, Adam step: the same order as tapegrad's.
   void step();
   double last_loss() const;  // of the latest step
+  // The model's forward alone on the next batch of the pool (the logits step() takes the loss of),
+  // under torch::InferenceMode with the model in eval(); the first call switches it to eval().
+  void infer();
+  // Batch i's logits from a forward like infer()'s (the pool's order left alone), copied into a
+  // tapegrad CPU tensor, to compare with tapegrad's.
+  Tensor output_of(size_t batch);
 
  private:
   struct Impl;

@@ -199,6 +199,9 @@ def main():
         sys.exit(f"pytorch_compare: tapegrad_compare wrote no {results_path}")
     with open(results_path) as f:
         ours = json.load(f)
+    if ours.get("mode", "train") != "train":
+        sys.exit(f"pytorch_compare: {results_path} holds a --mode {ours['mode']} run; this script compares training "
+                 "steps (pass --rerun, or another --dir)")
     modes = [m for m in (args.modes or ("eager" if args.quick else "eager,compile")).split(",") if m]
 
     print(f"PyTorch {torch.__version__} on {device}"

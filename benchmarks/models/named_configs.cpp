@@ -80,6 +80,27 @@ double ModelShape::gemm_flops_per_example() const {
   return 2 * macs;
 }
 
+double ModelShape::gemm_forward_flops_per_example() const {
+  double macs = 0;
+  if (kind == ModelKind::Mlp) {
+    for (size_t i = 0; i + 1 < mlp_sizes.size(); ++i)
+      macs += static_cast<double>(mlp_sizes[i]) * static_cast<double>(mlp_sizes[i + 1]);
+  } else {
+    const double gate_rows = 4.0 * static_cast<double>(hidden_size);
+    double per_step = 0;
+    for (int64_t layer = 0; layer < num_layers; ++layer)
+      per_step += gate_rows * static_cast<double>((layer == 0 ? input_size : hidden_size) + hidden_size);
+    if (kind == ModelKind::CharLm) {
+      // The head runs at every step; padded steps are not work (as in gemm_flops_per_example()).
+      per_step += static_cast<double>(hidden_size * num_classes);
+      macs = per_step * mean_char_chunk_length(seq_len);
+    } else {
+      macs = per_step * static_cast<double>(seq_len) + static_cast<double>(hidden_size * num_classes);
+    }
+  }
+  return 2 * macs;
+}
+
 const std::vector<NamedConfig>& named_configs() {
   static const std::vector<NamedConfig> configs = {
       {"mlp_seed", "Linear(1000,512)-ReLU-Linear(512,10)", ModelShape::mlp({1000, 512, 10}), {64, 256, 1024}},
@@ -197,12 +218,14 @@ double mean_char_chunk_length(int64_t bptt) {
   return total / static_cast<double>(kFortuneChunkQuantiles.size());
 }
 
+Tensor model_output(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch) {
+  if (shape.kind == ModelKind::CharLm) return dynamic_cast<CharLanguageModel&>(model).forward(batch.x, batch.lengths);
+  return model.forward(batch.x);
+}
+
 Tensor training_loss(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch) {
-  if (shape.kind == ModelKind::CharLm) {
-    auto& lm = dynamic_cast<CharLanguageModel&>(model);
-    return cross_entropy(lm.forward(batch.x, batch.lengths), batch.y.reshape({-1}));
-  }
-  return cross_entropy(model.forward(batch.x), batch.y);
+  const Tensor targets = shape.kind == ModelKind::CharLm ? batch.y.reshape({-1}) : batch.y;
+  return cross_entropy(model_output(shape, model, batch), targets);
 }
 
 std::shared_ptr<nn::UnaryModule> build_model(const ModelShape& shape, Generator* generator) {

@@ -38,6 +38,9 @@ struct ModelShape {
   // elementwise work is left out, so it is a floor on the real count. A CharLm example is one
   // sequence of the mean chunk length (mean_char_chunk_length()): padded steps are not work.
   double gemm_flops_per_example() const;
+  // Multiply-adds x 2 of the forward alone per example (what an inference call computes), counted
+  // the same way: GEMMs only, a CharLm example of the mean chunk length.
+  double gemm_forward_flops_per_example() const;
 };
 
 // CharLm batches take their lengths from the fortunes corpus: the chunks examples/char_lstm trains
@@ -77,6 +80,10 @@ struct Batch {
 // `count` random batches on the CPU (standard normal inputs, uniform labels; CharLm: uniform ids
 // in [1, V) and corpus-like lengths) from `generator`.
 std::vector<Batch> make_batches(const ModelShape& shape, int64_t batch, int count, Generator* generator = nullptr);
+// The logits `model` (built by build_model for `shape`) computes for one batch, on its device: what
+// the training loss compares with the targets. MLP and LSTM [B, classes]; CharLm [T * B, V], each
+// row stopped at its length (padded steps give the head's bias alone).
+Tensor model_output(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch);
 // The training loss of `model` (built by build_model for `shape`) on one batch on its device:
 // cross-entropy of the logits against the targets (CharLm: over every step, padding ignored).
 Tensor training_loss(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch);

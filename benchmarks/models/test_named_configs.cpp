@@ -133,6 +133,44 @@ TEST(NamedConfigs, EachTrainsOneStepOnTheCpu) {
   }
 }
 
+// The forward's share of the FLOP count, by hand for one MLP and one LSTM: the inference
+// comparison divides by it, so a slip here would misreport every GFLOP/s it prints.
+TEST(NamedConfigs, ForwardFlopsByHand) {
+  EXPECT_DOUBLE_EQ(named_config("mlp_seed").shape.gemm_forward_flops_per_example(), 2.0 * (1000 * 512 + 512 * 10));
+  // lstm_small: 50 steps of [4H x (I + H)], then the head [10 x H] once.
+  EXPECT_DOUBLE_EQ(named_config("lstm_small").shape.gemm_forward_flops_per_example(),
+                   2.0 * (50.0 * 4 * 128 * (32 + 128) + 128 * 10));
+  for (const NamedConfig& c : named_configs()) {
+    SCOPED_TRACE(c.name);
+    EXPECT_GT(c.shape.gemm_forward_flops_per_example(), 0.0);
+    // Training adds one or two backward products per forward one.
+    EXPECT_GT(c.shape.gemm_flops_per_example(), 2 * c.shape.gemm_forward_flops_per_example());
+    EXPECT_LE(c.shape.gemm_flops_per_example(), 3 * c.shape.gemm_forward_flops_per_example());
+  }
+}
+
+// model_output is what training_loss takes the cross-entropy of, and under InferenceMode (eval) it
+// gives the same logits as with the tape on.
+TEST(NamedConfigs, ModelOutputIsTheLossInput) {
+  for (const NamedConfig& config : named_configs()) {
+    SCOPED_TRACE(config.name);
+    const ModelShape shape = shrunk(config.shape);
+    Generator init(2), data(3);
+    auto model = build_model(shape, &init);
+    const Batch b = make_batches(shape, 3, 1, &data).front();
+    const Tensor logits = model_output(shape, *model, b);
+    const Tensor targets = shape.kind == ModelKind::CharLm ? b.y.reshape({-1}) : b.y;
+    EXPECT_EQ(logits.size(0), targets.size(0));
+    EXPECT_EQ(logits.size(1), shape.num_classes);
+    EXPECT_DOUBLE_EQ(cross_entropy(logits, targets).item(), training_loss(shape, *model, b).item());
+    model->eval();
+    InferenceMode inference;
+    const Tensor served = model_output(shape, *model, b);
+    EXPECT_TRUE(served.is_inference());
+    EXPECT_EQ(max(abs(served - logits)).item(), 0.0);
+  }
+}
+
 TEST(NamedConfigs, SameSeedSameLoss) {
   ModelShape shape = shrunk(named_config("lstm_small").shape);
   TrainingRun a(shape, 3, kCPU, 7), b(shape, 3, kCPU, 7);

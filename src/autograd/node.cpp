@@ -182,6 +182,10 @@ Edge gradient_edge(const Tensor& tensor) {
 
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             BackwardFn backward, bool materialize_grads) {
+  for (const Tensor& input : inputs)
+    TG_CHECK(!input.defined() || !input.is_inference(), name, ": an inference tensor ", shape_str(input.sizes()),
+             " (made under InferenceMode) cannot be used in an op that records gradients; clone() it outside "
+             "InferenceMode to get a normal tensor");
   std::vector<OutputMeta> input_meta;
   std::vector<Edge> edges;
   for (const Tensor& input : inputs) {

@@ -21,6 +21,8 @@ namespace tapegrad::backend {
 // scope every call makes its own: a weight written through its data pointer, which bumps no
 // version, is never read stale there. Inside a scope the rule is the one autograd already sets for
 // saved tensors and checkpointing's recomputation: the weights do not change behind its back.
+// Under InferenceMode an LSTM module keeps one store for its life (Note [inference layouts] in
+// src/nn/lstm.cpp), so a batch-1 step does not copy its weights each call.
 class WeightLayouts {
  public:
   // The layout of `weights` (undefined tensors allowed) that `make` builds, for the kernel's `kind`
@@ -28,6 +30,9 @@ class WeightLayouts {
   // now (without the lock held) and kept.
   template <class T, class Make>
   std::shared_ptr<const T> get(int kind, DType products, const std::vector<Tensor>& weights, const Make& make) {
+    // An inference tensor counts no versions, so a layout made from one could not tell it changed.
+    for (const Tensor& w : weights)
+      if (w.defined() && w.is_inference()) return make();
     if (std::shared_ptr<const void> kept = find(kind, products, weights))
       return std::static_pointer_cast<const T>(kept);
     std::vector<Source> sources(weights.begin(), weights.end());  // versions read before the data

@@ -74,8 +74,15 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
 }
 
+bool Tensor::is_inference() const {
+  return checked().storage->is_inference();
+}
+
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   const TensorImpl& t = checked();
+  TG_CHECK(!(requires_grad && t.storage->is_inference() && !autograd::inference_mode_enabled()),
+           "requires_grad_: an inference tensor (made under InferenceMode) ", shape_str(t.sizes),
+           " cannot require grad outside InferenceMode; clone() it first");
   TG_CHECK(t.grad_fn == nullptr || requires_grad,
            "requires_grad_: cannot turn off requires_grad on a non-leaf tensor; use detach()");
   TG_CHECK(!requires_grad || tapegrad::is_floating_point(t.dtype),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "backend/kernel_table.h"
 #include "backend/weight_layouts.h"
@@ -139,7 +140,11 @@ std::vector<Tensor> layer_forward_segmented(const LayerRun& run, const Tensor& i
 }  // namespace
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, Generator* generator)
-    : input_size_(input_size), hidden_size_(hidden_size), options_(options), generator_(generator) {
+    : input_size_(input_size),
+      hidden_size_(hidden_size),
+      options_(options),
+      generator_(generator),
+      inference_layouts_(std::make_shared<backend::WeightLayouts>()) {
   TG_CHECK(input_size > 0 && hidden_size > 0, "LSTM: input_size and hidden_size must be positive, got ", input_size,
            " and ", hidden_size);
   TG_CHECK(options.num_layers_ >= 1, "LSTM: num_layers must be >= 1, got ", options.num_layers_);
@@ -191,6 +196,13 @@ LSTMOutput LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& c0
       TG_CHECK(s->sizes() == state_shape, "LSTM: initial state ", shape_str(s->sizes()), " should be ",
                shape_str(state_shape));
   if (options_.implementation_ == LstmImplementation::CuDNN) return forward_cudnn(input, h0, c0, lengths);
+  // Note [inference layouts]: under InferenceMode nothing is recorded, so no backward can hold a
+  // layout, and the weights are read as they are: the module keeps its layers' packed weights
+  // (Note [kept weight layouts]) from call to call, which spares a streaming step (batch 1, one
+  // timestep) a copy of every weight matrix. A kept layout is dropped as soon as an optimiser,
+  // a copy or any in-place op changes its weights; threads share it under the store's lock.
+  std::optional<backend::WeightLayoutScope> inference_scope;
+  if (autograd::inference_mode_enabled()) inference_scope.emplace(inference_layouts_);
   Tensor zero_state = zeros({batch, hidden_size_}, like);
   // Lengths given on the host go to the device once, not once per layer and direction; each
   // lstm_layer checks them there without waiting (Note [deferred checks]).

@@ -97,6 +97,7 @@ Tensor& uniform_(Tensor& out, double low, double high, Generator* generator) {
   TG_CHECK(low <= high, "uniform_: low ", low, " > high ", high);
   TG_CHECK(out.is_contiguous(), "uniform_: expected a contiguous tensor");
   ops::check_floating("uniform_", out);
+  ops::check_inference_inplace("uniform_", out);
   Generator::Draw draw = (generator ? *generator : default_generator()).reserve(static_cast<uint64_t>(out.numel()));
   if (out.numel() > 0) TG_KERNEL(out.device(), uniform)(out, low, high, draw.seed, draw.offset);
   out.storage()->bump_version();
@@ -107,6 +108,7 @@ Tensor& normal_(Tensor& out, double mean, double std, Generator* generator) {
   TG_CHECK(std >= 0, "normal_: std must be >= 0, got ", std);
   TG_CHECK(out.is_contiguous(), "normal_: expected a contiguous tensor");
   ops::check_floating("normal_", out);
+  ops::check_inference_inplace("normal_", out);
   Generator::Draw draw = (generator ? *generator : default_generator()).reserve(static_cast<uint64_t>(out.numel()));
   if (out.numel() > 0) TG_KERNEL(out.device(), normal)(out, mean, std, draw.seed, draw.offset);
   out.storage()->bump_version();

@@ -112,6 +112,7 @@ void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, c
 }
 
 void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
+  check_inference_inplace(op, self);
   if (!autograd::grad_enabled()) return;
   bool needs = self.requires_grad() || (other.defined() && other.requires_grad());
   if (!needs) return;
@@ -120,6 +121,12 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other) {
   TG_CHECK(!self.impl()->is_view, op,
            ": in-place modification of a view is not supported when gradients are needed; use the "
            "out-of-place op");
+}
+
+void check_inference_inplace(const char* op, const Tensor& self) {
+  TG_CHECK(!self.is_inference() || autograd::inference_mode_enabled(), op, ": in-place update of an inference tensor ",
+           shape_str(self.sizes()),
+           " (made under InferenceMode) outside InferenceMode; clone() it first, or update it inside InferenceMode");
 }
 
 void adopt_result(Tensor& self, const Tensor& result) {

@@ -50,8 +50,10 @@ Tensor cast(const Tensor& t, DType dtype);
 void gemm_as(const char* op, DType products, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
              double beta);
 
-// Checks that writing into `self` in place is allowed under autograd.
+// Checks that writing into `self` in place is allowed under autograd (and inference mode).
 void check_inplace(const char* op, const Tensor& self, const Tensor& other = Tensor());
+// An inference tensor is written in place only inside InferenceMode: it counts no versions.
+void check_inference_inplace(const char* op, const Tensor& self);
 // After an out-of-place computation `result` of an in-place op on `self`: copies it into self
 // and moves result's autograd history onto self.
 void adopt_result(Tensor& self, const Tensor& result);

@@ -550,6 +550,37 @@ TEST_F(ExamplesCli, CudaGraphFlagNeedsCuda) {
   }
 }
 
+// --cuda-graph on a CUDA device (the emulated one in the emulation build): the training steps and
+// the evaluation forward (GraphedForward, under InferenceMode) replay graphs, and every epoch's
+// losses and test accuracy are those of the eager run. Three epochs: the evaluation warms up in the
+// first, is captured in the second and replayed in the third.
+TEST_F(ExamplesCli, CudaGraphRunMatchesTheEagerRun) {
+  if (!tapegrad::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+  testing::write_fashion_folder(data(), 32, 10);
+  const std::string base = "--device cuda --hidden 16 --batch-size 8 --epochs 3 --data " + data();
+  Outcome eager = run("mlp_fashion", base);
+  Outcome graphed = run("mlp_fashion", base + " --cuda-graph");
+  ASSERT_EQ(eager.status, 0) << eager.output;
+  ASSERT_EQ(graphed.status, 0) << graphed.output;
+  // Each epoch line without its speed and time: "epoch  1  train loss ...  test accuracy ...".
+  auto epochs = [](const std::string& output) {
+    std::vector<std::string> lines;
+    size_t at = 0;
+    while ((at = output.find("epoch ", at)) != std::string::npos) {
+      const size_t end = output.find("  test accuracy", at);
+      const size_t accuracy_end = output.find("  ", end + 16);
+      if (end == std::string::npos || accuracy_end == std::string::npos) break;
+      lines.push_back(output.substr(at, accuracy_end - at));
+      at = accuracy_end;
+    }
+    return lines;
+  };
+  const std::vector<std::string> eager_epochs = epochs(eager.output), graphed_epochs = epochs(graphed.output);
+  ASSERT_EQ(eager_epochs.size(), 3u) << eager.output;
+  EXPECT_EQ(graphed_epochs, eager_epochs) << graphed.output;
+  EXPECT_NE(graphed.output.find(", cuda graph"), std::string::npos) << graphed.output;
+}
+
 // Hardening: an output flag naming an input (or another output) destroyed it. Refused before any
 // file is opened, naming both flags; "same" sees through symlinks, "./", hard links and files that
 // do not exist yet. --checkpoint X --resume X stays allowed (resuming in place).

@@ -37,15 +37,21 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
-  // Bumped by every in-place write, so autograd can tell that a saved tensor was modified.
+  // Bumped by every in-place write, so autograd can tell that a saved tensor was modified; not
+  // for inference storage, which nothing saved can read.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
-  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  void bump_version() {
+    if (!inference_) version_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Made under InferenceMode (tapegrad/autograd/grad_mode.h): its tensors are inference tensors.
+  bool is_inference() const { return inference_; }
 
  private:
   DataPtr data_;
   size_t nbytes_;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  bool inference_;
 };
 
 }  // namespace tapegrad

@@ -90,6 +90,9 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
   bool is_leaf() const { return checked().grad_fn == nullptr; }
+  // Its storage was made under InferenceMode: it can never enter autograd (a view of a normal
+  // tensor is normal wherever it is made). tapegrad/autograd/grad_mode.h.
+  bool is_inference() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
   // Asks a non-leaf to keep its .grad() after backward.
   void retain_grad() const;

@@ -42,7 +42,10 @@
 
 namespace tapegrad {
 struct CudnnWeightCache;  // tapegrad/ops/rnn.h
+namespace backend {
+class WeightLayouts;  // src/backend/weight_layouts.h
 }
+}  // namespace tapegrad
 
 namespace tapegrad::nn {
 
@@ -122,8 +125,9 @@ class LSTM : public Module {
   int64_t input_size_, hidden_size_;
   LSTMOptions options_;
   Generator* generator_;
-  std::vector<std::vector<Weights>> weights_;        // [layer][direction]
-  std::shared_ptr<CudnnWeightCache> cudnn_weights_;  // the CuDNN implementation's packed weights
+  std::vector<std::vector<Weights>> weights_;                  // [layer][direction]
+  std::shared_ptr<CudnnWeightCache> cudnn_weights_;            // the CuDNN implementation's packed weights
+  std::shared_ptr<backend::WeightLayouts> inference_layouts_;  // kept across calls under InferenceMode
 };
 
 // One step: (h', c') = cell(x [B, I], (h, c) [B, H]); undefined h/c mean zeros.
