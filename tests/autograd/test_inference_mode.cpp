@@ -6,23 +6,14 @@
 #include <thread>
 
 #include "support/random_values.h"
+#include "support/test_util.h"
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad {
 namespace {
 
+using testing::error_of;
 using testing::uniform;
-
-// The message of the tapegrad::Error that `f` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(InferenceMode, TurnsRecordingOffAndRestoresTheOuterModes) {
   EXPECT_FALSE(InferenceMode::is_enabled());

@@ -40,6 +40,17 @@ void expect_error(F&& body, const std::vector<std::string>& fragments) {
   }
 }
 
+// Runs `f` and returns the message of the tapegrad::Error it throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // A random f64 leaf that requires grad, for gradchecks.
 inline Tensor leaf(const Shape& shape, uint64_t seed = 1, double low = -1.0, double high = 1.0) {
   return uniform(shape, kFloat64, seed, low, high).requires_grad_(true);
