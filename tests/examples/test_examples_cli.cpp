@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -579,6 +580,73 @@ TEST_F(ExamplesCli, CudaGraphRunMatchesTheEagerRun) {
   ASSERT_EQ(eager_epochs.size(), 3u) << eager.output;
   EXPECT_EQ(graphed_epochs, eager_epochs) << graphed.output;
   EXPECT_NE(graphed.output.find(", cuda graph"), std::string::npos) << graphed.output;
+}
+
+// classify_fashion serves an mlp_fashion checkpoint (docs/inference.md, "Serving a model"): one
+// line per input, from stdin (pixel values or a PGM path) or from PGM files named as arguments; the
+// same image gives the same line whichever way it comes; bad inputs are named on stderr while the
+// others are still classified, and the exit status is then 1.
+TEST_F(ExamplesCli, ClassifyFashionServesACheckpoint) {
+  testing::write_fashion_folder(data(), 32, 10);
+  const std::string ckpt = path("mlp.safetensors");
+  ASSERT_EQ(run("mlp_fashion", fashion("--epochs 1 --checkpoint " + ckpt)).status, 0);
+  // One image three ways: 784 values on a line, a binary PGM and a text PGM.
+  std::string values, text_pixels, binary_pixels;
+  for (int i = 0; i < 784; ++i) {
+    const int v = (i * 37) % 256;
+    values += (i ? "," : "") + std::to_string(v);
+    text_pixels += std::to_string(v) + (i % 28 == 27 ? "\n" : " ");
+    binary_pixels += static_cast<char>(v);
+  }
+  const std::string p5 = path("image.pgm"), p2 = path("image_text.pgm"), lines = path("lines.txt");
+  std::ofstream(p5, std::ios::binary) << "P5\n# a comment\n28 28\n255\n" << binary_pixels;
+  std::ofstream(p2) << "P2\n28 28\n255\n" << text_pixels;
+  std::ofstream(lines) << values << "\n\n" << p5 << "\n";
+  const std::string model = "--checkpoint " + ckpt + " ";
+  Outcome from_stdin = run("classify_fashion", model + "< " + lines);
+  ASSERT_EQ(from_stdin.status, 0) << from_stdin.output;
+  Outcome from_files = run("classify_fashion", model + p5 + " " + p2);
+  ASSERT_EQ(from_files.status, 0) << from_files.output;
+  // "<input>\t<class>\t<probability>": the class and probability after the input's name.
+  auto results = [](const std::string& output) {
+    std::vector<std::string> out;
+    std::istringstream in(output);
+    for (std::string line; std::getline(in, line);)
+      if (line.find('\t') != std::string::npos) out.push_back(line.substr(line.find('\t')));
+    return out;
+  };
+  const std::vector<std::string> a = results(from_stdin.output), b = results(from_files.output);
+  ASSERT_EQ(a.size(), 2u) << from_stdin.output;  // the blank line is skipped
+  ASSERT_EQ(b.size(), 2u) << from_files.output;
+  EXPECT_EQ(a[0], a[1]);
+  EXPECT_EQ(b[0], a[0]);
+  EXPECT_EQ(b[1], a[0]);
+  EXPECT_NE(from_stdin.output.find("line 1\t"), std::string::npos) << from_stdin.output;
+  EXPECT_NE(from_files.output.find(p5 + "\t"), std::string::npos) << from_files.output;
+  EXPECT_NE(from_stdin.output.find("2 inputs classified"), std::string::npos) << from_stdin.output;
+
+  // Bad inputs: each named, the good one still classified, exit status 1.
+  const std::string small = path("small.pgm"), bad_lines = path("bad.txt");
+  std::ofstream(small, std::ios::binary) << "P5\n27 28\n255\n" << binary_pixels.substr(0, 27 * 28);
+  std::ofstream(bad_lines) << "1, 2, 3, 4, 5\n"
+                           << values << "\n"
+                           << path("missing.pgm") << "\n"
+                           << small << "\n"
+                           << values.substr(0, values.rfind(',') + 1) << "999\n";
+  Outcome bad = run("classify_fashion", model + "< " + bad_lines);
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("line 1: 5 pixel values, expected 784"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("missing.pgm: cannot open"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("small.pgm: the image is 27x28, not 28x28"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("line 5: pixel 783 '999' is not a number in 0..255"), std::string::npos) << bad.output;
+  EXPECT_EQ(results(bad.output).size(), 1u) << bad.output;
+  EXPECT_NE(bad.output.find("1 inputs classified"), std::string::npos) << bad.output;
+
+  // Not a checkpoint of mlp_fashion, and no checkpoint at all.
+  const std::string lstm_ckpt = path("lstm.safetensors");
+  ASSERT_EQ(run("lstm_fashion", fashion("--epochs 1 --checkpoint " + lstm_ckpt)).status, 0);
+  expect_failure("classify_fashion", "--checkpoint " + lstm_ckpt + " " + p5, "not an mlp_fashion checkpoint");
+  expect_usage_error("classify_fashion", p5, "--checkpoint is required");
 }
 
 // Hardening: an output flag naming an input (or another output) destroyed it. Refused before any
