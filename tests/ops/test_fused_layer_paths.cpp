@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "support/test_util.h"
-#include "support/thread_count.h"
 
 namespace tapegrad {
 namespace {
@@ -122,30 +121,6 @@ TEST(MatrixVectorProducts, UninitialisedOutputNeverLeaks) {
     Tensor a = ones({1, 16}, kFloat32), b = ones({16, 64}, kFloat32);
     EXPECT_TRUE(all_finite_values(mm(a, b)));
     EXPECT_TRUE(all_finite_values(mm(b.t(), a.t())));
-  }
-}
-
-// Note [split matrix-vector products]: a product large enough to be split between the threads by
-// blocks of rows gives the one-thread bits for any thread count (odd row counts leave a tail block),
-// with an accumulating beta and against the double-precision product. A batch-1 linear is such a
-// product.
-TEST(MatrixVectorProducts, SplitBetweenThreadsGivesTheOneThreadBits) {
-  for (int64_t rows : {int64_t{513}, int64_t{1030}}) {
-    SCOPED_TRACE(rows);
-    Tensor w = testing::uniform({rows, 1000}, kFloat32, 50), x = testing::uniform({1, 1000}, kFloat32, 51);
-    Tensor b = testing::uniform({rows}, kFloat32, 52), acc = testing::uniform({rows, 1}, kFloat32, 53);
-    std::vector<Tensor> linear_out, addmm_out;
-    for (int threads : {1, 2, 3}) {
-      testing::ThreadCount count(threads);
-      linear_out.push_back(linear(x, w, b));
-      addmm_out.push_back(addmm(acc, w, x.t(), 0.5, 2.0));
-    }
-    for (size_t i = 1; i < linear_out.size(); ++i) {
-      EXPECT_TRUE(allclose(linear_out[i], linear_out[0], 0.0, 0.0)) << "threads " << i + 1;
-      EXPECT_TRUE(allclose(addmm_out[i], addmm_out[0], 0.0, 0.0)) << "threads " << i + 1;
-    }
-    Tensor want = add(mm(x.to(kFloat64), w.to(kFloat64).t()), b.to(kFloat64));
-    EXPECT_TRUE(allclose(linear_out[0].to(kFloat64), want, 1e-5, 1e-5));
   }
 }
 

@@ -7,7 +7,6 @@
 
 #include <cblas.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "backend/kernel_tensors.h"
@@ -70,14 +69,6 @@ void gemm_call(const BlasOperand& a, const BlasOperand& b, T* c, int64_t ldc, in
 // in the loops below on the calling thread, where waking a second thread would cost about as much
 // as it saves and, on a busy machine, can wait a whole time slice for that thread.
 constexpr int64_t kSerialMacs = int64_t{1} << 20;
-
-// Note [split matrix-vector products]: from kSplitMacs multiply-adds (a matrix of 512 KiB, e.g.
-// mlp_seed's 1000x512 layer at batch 1, which a core streams from L3 in ~35 us) a product of the
-// rows kind is split between the threads by blocks of four rows: each core reads its own rows, so
-// two cores stream half of the matrix each. Every output is computed by the same loop in the same
-// order as on one thread (the blocks start at multiples of four, as the serial loop's do), so the
-// result does not depend on the split.
-constexpr int64_t kSplitMacs = int64_t{1} << 17;
 
 // Not under ThreadSanitizer: its runtime is not ready when the loader runs ifunc resolvers.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
@@ -185,19 +176,11 @@ void gemv_call(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, double alpha, 
     }
     const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
     if (trans == CblasNoTrans) {
-      auto rows_from = [&](int64_t first, int64_t last) {
-        if constexpr (std::is_same_v<T, float>) {
-          serial_gemv_rows_f32(last - first, cols, a, mat + first * lead, lead, x, b, y + first * inc_y, inc_y);
-        } else {
-          serial_gemv_rows_f64(last - first, cols, a, mat + first * lead, lead, x, b, y + first * inc_y, inc_y);
-        }
-      };
-      if (rows * cols < kSplitMacs) {
-        rows_from(0, rows);
-        return;
+      if constexpr (std::is_same_v<T, float>) {
+        serial_gemv_rows_f32(rows, cols, a, mat, lead, x, b, y, inc_y);
+      } else {
+        serial_gemv_rows_f64(rows, cols, a, mat, lead, x, b, y, inc_y);
       }
-      const int64_t blocks = (rows + 3) / 4, grain = std::max<int64_t>(1, kSplitMacs / 2 / (4 * cols));
-      parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) { rows_from(b0 * 4, std::min(rows, b1 * 4)); });
       return;
     }
     T* y_out = y;
