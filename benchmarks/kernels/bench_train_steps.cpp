@@ -1,7 +1,11 @@
 // Whole training steps of the named configurations (forward, cross-entropy, backward, Adam step;
 // data already on the device) at each of their batch sizes, on the CPU and, where present, CUDA.
+// Batch-1 configurations also run on the CPU with 1 and with 2 threads (".../threads:N"), so that a
+// second thread that makes a small step slower shows.
 // Counters: examples/s, FLOP/s of the GEMMs alone (a floor on the work done), and what one step
 // asks of the GPU: kernel launches, GEMMs, copies and host syncs per step (all 0 on the CPU).
+#include <algorithm>
+
 #include "device_timing.h"
 #include "models/named_configs.h"
 
@@ -27,6 +31,23 @@ int main(int argc, char** argv) {
                       state.counters["host_syncs"] = static_cast<double>(per_step.host_syncs);
                     });
       }
+    }
+  }
+  for (const NamedConfig& c : named_configs()) {
+    if (std::find(c.batch_sizes.begin(), c.batch_sizes.end(), 1) == c.batch_sizes.end()) continue;
+    for (int threads : {1, 2}) {
+      register_on("train_step/" + c.name + "/b1/threads:" + std::to_string(threads), kCPU,
+                  [&c, threads](benchmark::State& state, Device dev) {
+                    const int saved = get_num_threads();
+                    set_num_threads(threads);
+                    TrainingRun run(c.shape, 1, dev, /*seed=*/0, c.lr);
+                    run.step();
+                    time_loop(
+                        state, dev, [&] { run.step(); }, 3, GpuClock::SynchronizedWallClock);
+                    set_num_threads(saved);
+                    state.SetItemsProcessed(state.iterations());
+                    set_flops(state, c.shape.gemm_flops_per_example());
+                  });
     }
   }
   benchmark::Initialize(&argc, argv);
