@@ -112,6 +112,32 @@ TEST(NonContiguousValues, OpsMatchContiguousCopies) {
   }
 }
 
+// A transposed matrix made contiguous goes through blocked transposes (four-byte elements in
+// 8 x 8 register blocks): every edge of the blocks and tiles, each element size, a source that is
+// a narrowed view, and a destination whose rows are wider than the matrix.
+TEST(NonContiguousValues, TransposedCopiesAtEveryBlockEdge) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{8, 8},   {9, 17},  {16, 7},   {32, 512},
+                                                           {37, 45}, {64, 64}, {100, 70}, {65, 129}};
+  for (DType dtype : {kFloat32, kInt32, kFloat64, kBFloat16}) {
+    for (auto [rows, cols] : shapes) {
+      // src [cols + 3, rows + 5] narrowed to [cols, rows]; its transpose is [rows, cols].
+      Tensor base =
+          make(uniform_values(static_cast<size_t>((cols + 3) * (rows + 5)), 107, -100, 100), {cols + 3, rows + 5})
+              .to(dtype);
+      Tensor src = base.narrow(0, 2, cols).narrow(1, 1, rows).t();
+      const std::string what = std::string(dtype_name(dtype)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+      ASSERT_EQ(values(src.contiguous()), values(src)) << what;
+      Tensor wide = zeros({rows, cols + 6}, TensorOptions(dtype));
+      Tensor dst = wide.narrow(1, 3, cols);
+      dst.copy_(src);
+      ASSERT_EQ(values(dst), values(src)) << what << " into rows of " << cols + 6;
+      for (int64_t i = 0; i < rows; ++i)  // the columns around dst untouched
+        for (int64_t j : {int64_t{0}, int64_t{1}, int64_t{2}, cols + 3, cols + 5})
+          ASSERT_EQ(wide.select(0, i).select(0, j).item(), 0.0) << what << " wrote outside at " << i << ", " << j;
+    }
+  }
+}
+
 TEST(NonContiguousValues, InplaceOnNonContiguousTargets) {
   for (const char* name : {"transposed", "sliced with step", "narrowed"}) {
     std::vector<Layout> ls = noncontiguous_2d();

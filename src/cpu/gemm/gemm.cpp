@@ -11,6 +11,7 @@
 
 #include "backend/kernel_tensors.h"
 #include "cpu/gemm/gemm_rows.h"
+#include "cpu/gemm/gemv_avx512.h"
 #include "cpu/gemm/sbgemm.h"
 #include "cpu/gemm/sgemm_avx512.h"
 #include "cpu/half/convert_16bit.h"
@@ -191,7 +192,11 @@ void gemv_call(CBLAS_TRANSPOSE trans, int64_t rows, int64_t cols, double alpha, 
       y_out = y_copy.data();
     }
     if constexpr (std::is_same_v<T, float>) {
-      serial_gemv_columns_f32(rows, cols, a, mat, lead, x, b, y_out);
+      if (gemv_avx512_available()) {
+        gemv_columns_avx512(rows, cols, a, mat, lead, x, b, y_out);
+      } else {
+        serial_gemv_columns_f32(rows, cols, a, mat, lead, x, b, y_out);
+      }
     } else {
       serial_gemv_columns_f64(rows, cols, a, mat, lead, x, b, y_out);
     }

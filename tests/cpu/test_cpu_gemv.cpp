@@ -1,0 +1,114 @@
+// The register-blocked AVX-512 matrix-vector product (gemv_avx512.cpp) against the chain it
+// promises: each y[j] is one fused multiply-add per row, rows in order, so the expected value is
+// computed the same way with std::fma and must match bit for bit. Every block width and tail, a
+// leading dimension past the columns, alpha and beta, and that nothing past y's end is written;
+// then the same products through mm at batch 1 (the path an LSTM step takes).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/gemm/gemv_avx512.h"
+#include "support/random_values.h"
+#include "tapegrad/tapegrad.h"
+
+namespace {
+
+using tapegrad::testing::uniform_values;
+
+struct GemvCase {
+  int64_t rows, cols, lead;
+  float alpha, beta;
+};
+
+// y = alpha * M^T x + beta * y as the kernel's contract spells it.
+std::vector<float> chained(const GemvCase& t, const std::vector<float>& m, const std::vector<float>& x,
+                           const std::vector<float>& y) {
+  std::vector<float> out(y);
+  for (int64_t j = 0; j < t.cols; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < t.rows; ++i) acc = std::fma(x[i], m[i * t.lead + j], acc);
+    const float scaled = t.alpha * acc;
+    out[j] = t.beta == 0.0f ? scaled : std::fma(t.beta, y[j], scaled);
+  }
+  return out;
+}
+
+void check(const GemvCase& t) {
+  const std::vector<float> m = uniform_values<float>(static_cast<size_t>(t.rows * t.lead), 1);
+  const std::vector<float> x = uniform_values<float>(static_cast<size_t>(t.rows), 2);
+  // y has 17 guard floats past its end; with beta = 0 it starts as NaN, which must never be read.
+  std::vector<float> y = uniform_values<float>(static_cast<size_t>(t.cols + 17), 3);
+  if (t.beta == 0.0f)
+    for (int64_t j = 0; j < t.cols; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> want = chained(t, m, x, y);
+  tapegrad::cpu::gemv_columns_avx512(t.rows, t.cols, t.alpha, m.data(), t.lead, x.data(), t.beta, y.data());
+  for (int64_t j = 0; j < t.cols + 17; ++j)
+    ASSERT_EQ(y[j], want[j]) << "y[" << j << "] of rows=" << t.rows << " cols=" << t.cols << " lead=" << t.lead
+                             << " alpha=" << t.alpha << " beta=" << t.beta;
+}
+
+class Gemv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tapegrad::cpu::gemv_avx512_available()) GTEST_SKIP() << "this CPU has no AVX-512";
+  }
+};
+
+TEST_F(Gemv, EveryWidthMatchesTheInOrderChainBitForBit) {
+  // 1..16 vectors in one block, with every kind of tail; 17 and more split into equal blocks.
+  for (int64_t cols : {1, 5, 15, 16, 17, 31, 32, 100, 128, 255, 256, 257, 300, 512, 513, 1000})
+    for (int64_t rows : {1, 3, 160})
+      for (float beta : {0.0f, 1.0f}) check({rows, cols, cols, 1.0f, beta});
+}
+
+TEST_F(Gemv, LeadingDimensionAlphaAndBeta) {
+  check({160, 512, 520, 1.0f, 0.0f});  // a view of wider rows: the columns past 512 are not summed
+  check({37, 130, 201, 0.5f, 0.0f});
+  check({37, 130, 130, -2.0f, 0.25f});
+  check({512, 128, 128, 1.0f, 1.0f});  // the backward step of an LSTM with H = 128
+}
+
+TEST_F(Gemv, NoRowsGivesBetaTimesY) {
+  check({0, 40, 40, 1.0f, 0.0f});
+  check({0, 40, 40, 1.0f, 0.5f});
+}
+
+// Negative control: the checker does see a changed summation order (rows backwards).
+TEST_F(Gemv, CheckerTellsAnotherOrderApart) {
+  const GemvCase t{160, 512, 512, 1.0f, 0.0f};
+  const std::vector<float> m = uniform_values<float>(static_cast<size_t>(t.rows * t.lead), 1),
+                           x = uniform_values<float>(static_cast<size_t>(t.rows), 2);
+  std::vector<float> y(static_cast<size_t>(t.cols), 0.0f);
+  tapegrad::cpu::gemv_columns_avx512(t.rows, t.cols, 1.0f, m.data(), t.lead, x.data(), 0.0f, y.data());
+  int differ = 0;
+  for (int64_t j = 0; j < t.cols; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = t.rows - 1; i >= 0; --i) acc = std::fma(x[i], m[i * t.lead + j], acc);
+    differ += acc != y[j];
+  }
+  EXPECT_GT(differ, 0);
+}
+
+// The product an LSTM step takes at batch 1 goes through mm as a [1, k] x [k, n] product; it must
+// agree with a double-precision reference.
+TEST(GemvThroughMm, BatchOneRowTimesMatrix) {
+  using namespace tapegrad;
+  for (int64_t n : {10, 128, 512, 700}) {
+    const int64_t k = 160;
+    Tensor a = tensor(uniform_values<float>(static_cast<size_t>(k), 4), {1, k});
+    Tensor b = tensor(uniform_values<float>(static_cast<size_t>(k * n), 5), {k, n});
+    Tensor c = mm(a, b);
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    const float* pc = c.data<float>();
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < k; ++p) want += static_cast<double>(pa[p]) * pb[p * n + j];
+      ASSERT_NEAR(pc[j], want, 1e-5) << "column " << j << " of n=" << n;
+    }
+  }
+}
+
+}  // namespace
