@@ -1,10 +1,11 @@
 // tapegrad_compare: the named configurations trained by tapegrad and by LibTorch in one process,
 // from the same initial weights (a safetensors file both sides read) on the same data, alternating
 // between the two, on the same threads; prints ms per step, the ratio tapegrad/LibTorch, each side's
-// GFLOP/s against an sgemm ceiling measured at the start of the run, and both sides' losses, which
-// must agree; --mode inference times the forward alone and compares the outputs instead. Without
-// LibTorch (or with --device cuda) it times tapegrad alone and leaves the weights, data and results
-// in --out for benchmarks/compare/pytorch_compare.py.
+// GFLOP/s against an sgemm ceiling measured at the start of the run, both sides' losses, which must
+// agree, and where each side's step goes (forward, backward, Adam); --mode inference times the
+// forward alone and compares the outputs instead. Without LibTorch (or with --device cuda) it times
+// tapegrad alone and leaves the weights, data and results in --out for
+// benchmarks/compare/pytorch_compare.py.
 #include <sys/resource.h>
 
 #include <cmath>
@@ -114,6 +115,12 @@ struct Contender {
   std::vector<double> per_step_ms;
 };
 
+// The side that runs `i`-th in round `round` of `count` sides: forwards in rounds 0 and 3 of every
+// four, backwards in rounds 1 and 2 (ABBA), so that each side runs first as often as last.
+size_t abba_side(int round, size_t i, size_t count) {
+  return (round % 4 == 1 || round % 4 == 2) ? count - 1 - i : i;
+}
+
 // Two warm-up steps each, then rounds of equal blocks in ABBA order, so that a slow spell of the
 // (shared) machine hits both sides alike. A block is at least block_s of the fastest side's steps:
 // each side's first step of a block finds the caches holding the other sides' models (four
@@ -136,7 +143,7 @@ int64_t alternate(std::vector<Contender*> sides, double budget_s, double block_s
   rounds += rounds % 2;
   for (int r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < sides.size(); ++i) {
-      Contender* s = sides[(r % 4 == 1 || r % 4 == 2) ? sides.size() - 1 - i : i];
+      Contender* s = sides[abba_side(r, i, sides.size())];
       Stopwatch watch;
       for (int k = 0; k < block; ++k) s->step();
       s->sync();
@@ -144,6 +151,41 @@ int64_t alternate(std::vector<Contender*> sides, double budget_s, double block_s
     }
   }
   return 2 + static_cast<int64_t>(rounds) * block;
+}
+
+// One side of the split pass: a phased step (the side's step with a clock read after each phase)
+// and one sample per block, the block's mean of each phase per step.
+struct PhasedContender {
+  std::function<StepPhases()> step;
+  std::vector<StepPhases> samples;
+};
+
+// The phases of `block` phased steps of `side`, each as its mean per step: the statistic `alternate`
+// takes of whole steps, so that a stall (a busy, shared machine) weighs on the split as on ms.
+StepPhases block_of_phases(PhasedContender& side, int block) {
+  StepPhases sum;
+  for (int k = 0; k < block; ++k) {
+    const StepPhases p = side.step();
+    sum.forward_ms += p.forward_ms, sum.backward_ms += p.backward_ms, sum.optimizer_ms += p.optimizer_ms;
+  }
+  return {sum.forward_ms / block, sum.backward_ms / block, sum.optimizer_ms / block};
+}
+
+// The split pass: blocks as long as the timing's (so that each block starts as cold), a quarter of
+// the budget per side, whole ABBA cycles of 4 to 40 rounds. Run after the timing of whole steps, whose
+// medians stay the step times. Returns the phased steps per side.
+int64_t alternate_phases(std::vector<PhasedContender*> sides, double fastest_ms, double slowest_ms, double budget_s,
+                         double block_s) {
+  if (sides.empty() || fastest_ms <= 0) return 0;
+  const int block = std::max(1, static_cast<int>(std::ceil(block_s * 1e3 / fastest_ms)));
+  const int wanted = static_cast<int>(budget_s / 4 / (block * slowest_ms * 1e-3));
+  const int rounds = (std::clamp(wanted, 4, 40) + 3) / 4 * 4;
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < sides.size(); ++i) {
+      PhasedContender* s = sides[abba_side(r, i, sides.size())];
+      s->samples.push_back(block_of_phases(*s, block));
+    }
+  return static_cast<int64_t>(rounds) * block;
 }
 
 SideResult summarise(const Contender& c, double first_loss, double check_loss, double final_loss) {
@@ -239,6 +281,30 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   if (theirs_bf16) row.libtorch_bf16 = summarise(lt_bf16, their_bf16_first, their_bf16_check, theirs_bf16->last_loss());
 #endif
   (void)their_first;
+
+  // The split of the f32 steps, after the losses above were read: these steps train the models on.
+  PhasedContender tg_phased{[&] {
+                              StepPhases phases;
+                              our_loss = ours.phased_step(&phases);
+                              return phases;
+                            },
+                            {}};
+  std::vector<PhasedContender*> phased;
+  double fastest_ms = 1e300, slowest_ms = 0;
+  auto add_phased = [&](PhasedContender* side, double median_ms) {
+    phased.push_back(side);
+    fastest_ms = std::min(fastest_ms, median_ms), slowest_ms = std::max(slowest_ms, median_ms);
+  };
+  if (with_tapegrad) add_phased(&tg_phased, row.tapegrad.median_ms);
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  PhasedContender lt_phased{[&] { return theirs->phased_step(); }, {}};
+  if (theirs) add_phased(&lt_phased, row.libtorch->median_ms);
+#endif
+  row.phase_steps = alternate_phases(phased, fastest_ms, slowest_ms, budget_s, block_s);
+  if (with_tapegrad) row.tapegrad_phases = median_phases(tg_phased.samples);
+#ifdef TAPEGRAD_COMPARE_LIBTORCH
+  if (theirs) row.libtorch_phases = median_phases(lt_phased.samples);
+#endif
   return row;
 }
 
@@ -299,6 +365,24 @@ CompareRow infer_one(const NamedConfig& c, int64_t batch, Device device, bool wi
   if (theirs) row.libtorch = summarise(lt, 0, 0, 0);
 #endif
   return row;
+}
+
+// The step split table, a note for each side whose Adam takes a large share of its step (whichever
+// side), and what the columns are.
+void print_phase_split(const CompareReport& report) {
+  const std::string table = format_phase_table(report);
+  if (table.empty()) return;
+  std::printf(
+      "\nstep split (ms per step in each phase; N phased steps per side after the timing above, in ABBA "
+      "blocks, each phase's median block):\n%s",
+      table.c_str());
+  for (const std::string& remark : phase_remarks(report)) std::printf("%s\n", remark.c_str());
+  std::printf(
+      "fwd: forward + cross-entropy; bwd: gradients to none + backward; opt: Adam step; sum: of the three "
+      "medians, so it\ncan differ from ms above, which times whole steps without clock reads; fwd/bwd/opt %%: "
+      "each phase's share of sum.\nA note names a side whose Adam takes over %.0f%% of its step and %.0f points "
+      "more than the other side's (or over it, timed alone).\n",
+      100 * kOptimizerRemarkShare, 100 * kOptimizerRemarkMargin);
 }
 
 }  // namespace
@@ -409,8 +493,11 @@ int main(int argc, char** argv) {
                                                     budget, block_s, out_dir, seed)
                                         : compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch,
                                                       autocast, budget, block_s, out_dir, seed));
-        std::printf("  %-12s batch %5lld: %lld %s on each side\n", sel.config->name.c_str(),
-                    static_cast<long long>(sel.batch), static_cast<long long>(report.rows.back().steps), unit);
+        const CompareRow& done = report.rows.back();
+        std::printf("  %-12s batch %5lld: %lld %s on each side", sel.config->name.c_str(),
+                    static_cast<long long>(sel.batch), static_cast<long long>(done.steps), unit);
+        if (done.phase_steps > 0) std::printf(", then %lld phased", static_cast<long long>(done.phase_steps));
+        std::printf("\n");
       } catch (const std::exception& e) {  // e.g. a kernel the CUDA backend does not have yet
         std::printf("  %-12s batch %5lld: failed: %s\n", sel.config->name.c_str(), static_cast<long long>(sel.batch),
                     e.what());
@@ -446,6 +533,7 @@ int main(int argc, char** argv) {
           "sides; 'agree': steps 1 and %d\nwithin %.0e relative (the last step is shown, not checked: two float "
           "implementations drift apart over many steps).\n",
           kCheckStep, kCheckStep, kCheckStep, kLossTolerance);
+    if (!inference) print_phase_split(report);
     // The whole process's high-water mark: run one --side at a time to read it as that side's.
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

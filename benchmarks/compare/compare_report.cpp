@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/step_timer.h"
 #include "tapegrad/core/error.h"
 
 namespace tapegrad::bench {
@@ -212,6 +213,113 @@ std::string format_autocast_table(const CompareReport& report) {
   return out.str();
 }
 
+StepPhases median_phases(const std::vector<StepPhases>& samples) {
+  std::vector<double> forward, backward, optimizer;
+  for (const StepPhases& p : samples) {
+    forward.push_back(p.forward_ms);
+    backward.push_back(p.backward_ms);
+    optimizer.push_back(p.optimizer_ms);
+  }
+  // Each phase's own median: a slow forward in one block and a slow Adam in another do not add up.
+  return {median(forward), median(backward), median(optimizer)};
+}
+
+double phase_share(const StepPhases& phases, double phase_ms) {
+  const double total = phases.total_ms();
+  return total > 0 ? phase_ms / total : 0;
+}
+
+namespace {
+
+// One side's cells of the phase table: forward, backward, optimiser and sum in ms, then the three
+// shares in percent as "fwd/bwd/opt"; "-" throughout for a side without a split.
+std::vector<std::string> phase_cells(const std::optional<StepPhases>& phases) {
+  if (!phases) return {"-", "-", "-", "-", "-"};
+  const StepPhases& p = *phases;
+  char ms[4][32], shares[48];
+  const double values[4] = {p.forward_ms, p.backward_ms, p.optimizer_ms, p.total_ms()};
+  for (int i = 0; i < 4; ++i) std::snprintf(ms[i], sizeof ms[i], "%.3f", values[i]);
+  std::snprintf(shares, sizeof shares, "%.0f/%.0f/%.0f", 100 * phase_share(p, p.forward_ms),
+                100 * phase_share(p, p.backward_ms), 100 * phase_share(p, p.optimizer_ms));
+  return {ms[0], ms[1], ms[2], ms[3], shares};
+}
+
+// The optimiser of `side` takes a large share of its step, against `other` when that was measured.
+bool optimizer_dominates(const StepPhases& side, const std::optional<StepPhases>& other) {
+  const double share = phase_share(side, side.optimizer_ms);
+  if (share <= kOptimizerRemarkShare) return false;
+  return !other || share >= phase_share(*other, other->optimizer_ms) + kOptimizerRemarkMargin;
+}
+
+// "Adam takes 66% of LibTorch's step (0.610 of 0.920 ms)".
+std::string optimizer_clause(const char* side_name, const StepPhases& p) {
+  char text[160];
+  std::snprintf(text, sizeof text, "Adam takes %.0f%% of %s's step (%.3f of %.3f ms)",
+                100 * phase_share(p, p.optimizer_ms), side_name, p.optimizer_ms, p.total_ms());
+  return text;
+}
+
+std::string optimizer_remark(const CompareRow& r, const char* name, const StepPhases& side, const char* other_name,
+                             const std::optional<StepPhases>& other) {
+  std::string line = "note: " + r.config + ":" + std::to_string(r.batch) + ": " + optimizer_clause(name, side);
+  if (other) {
+    char rest[96];
+    std::snprintf(rest, sizeof rest, "; %s's Adam %.0f%% (%.3f ms)", other_name,
+                  100 * phase_share(*other, other->optimizer_ms), other->optimizer_ms);
+    line += rest;
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string format_phase_table(const CompareReport& report) {
+  if (report.mode == CompareMode::Inference) return "";
+  bool any = false;
+  for (const CompareRow& r : report.rows) any = any || r.tapegrad_phases || r.libtorch_phases;
+  if (!any) return "";
+  std::ostringstream out;
+  char line[320];
+  const char* format = "%-12s %6s %8s %8s %8s %8s %16s %8s %8s %8s %8s %16s %6s\n";
+  std::snprintf(line, sizeof line, format, "config", "batch", "tg fwd", "tg bwd", "tg opt", "tg sum",
+                "tg fwd/bwd/opt %", "lt fwd", "lt bwd", "lt opt", "lt sum", "lt fwd/bwd/opt %", "N");
+  out << line;
+  for (const CompareRow& r : report.rows) {
+    const std::vector<std::string> tg = phase_cells(r.tapegrad_phases), lt = phase_cells(r.libtorch_phases);
+    std::snprintf(line, sizeof line, format, r.config.c_str(), std::to_string(r.batch).c_str(), tg[0].c_str(),
+                  tg[1].c_str(), tg[2].c_str(), tg[3].c_str(), tg[4].c_str(), lt[0].c_str(), lt[1].c_str(),
+                  lt[2].c_str(), lt[3].c_str(), lt[4].c_str(), std::to_string(r.phase_steps).c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+std::vector<std::string> phase_remarks(const CompareReport& report) {
+  std::vector<std::string> lines;
+  if (report.mode == CompareMode::Inference) return lines;
+  for (const CompareRow& r : report.rows) {
+    if (r.tapegrad_phases && optimizer_dominates(*r.tapegrad_phases, r.libtorch_phases))
+      lines.push_back(optimizer_remark(r, "tapegrad", *r.tapegrad_phases, "LibTorch", r.libtorch_phases));
+    if (r.libtorch_phases && optimizer_dominates(*r.libtorch_phases, r.tapegrad_phases))
+      lines.push_back(optimizer_remark(r, "LibTorch", *r.libtorch_phases, "tapegrad", r.tapegrad_phases));
+  }
+  return lines;
+}
+
+namespace {
+
+nlohmann::json phases_json(const StepPhases& p) {
+  return {{"forward_ms", p.forward_ms},
+          {"backward_ms", p.backward_ms},
+          {"optimizer_ms", p.optimizer_ms},
+          {"sum_ms", p.total_ms()},
+          {"forward_share", phase_share(p, p.forward_ms)},
+          {"backward_share", phase_share(p, p.backward_ms)},
+          {"optimizer_share", phase_share(p, p.optimizer_ms)}};
+}
+
+}  // namespace
+
 void write_json(const CompareReport& report, const std::string& path) {
   using nlohmann::json;
   json doc;
@@ -244,6 +352,17 @@ void write_json(const CompareReport& report, const std::string& path) {
     doc["gflops"] =
         "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out) x batch / median "
         "step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+    doc["phase_timing"] =
+        "tapegrad_phases, libtorch_phases: after the timing of whole steps, phase_steps more steps per side in "
+        "alternating blocks (ABBA), the same calls with a steady clock read after forward + cross-entropy, "
+        "gradients to none + backward, and the Adam step (device synchronised before each read); each phase's "
+        "median over the blocks of its mean per step, and its share of the three medians' sum";
+    doc["optimizer_remark_rule"] =
+        "phase_remarks names a side whose optimizer_share exceeds optimizer_remark_share and the other side's "
+        "by optimizer_remark_margin (or whose other side has no split)";
+    doc["optimizer_remark_share"] = kOptimizerRemarkShare;
+    doc["optimizer_remark_margin"] = kOptimizerRemarkMargin;
+    doc["phase_remarks"] = phase_remarks(report);
   }
   if (report.ceiling) {
     const SgemmCeiling& c = *report.ceiling;
@@ -304,6 +423,9 @@ void write_json(const CompareReport& report, const std::string& path) {
         row["final_loss_rel_diff"] = r.final_loss_rel_diff();
       }
     }
+    if (r.tapegrad_phases) row["tapegrad_phases"] = phases_json(*r.tapegrad_phases);
+    if (r.libtorch_phases) row["libtorch_phases"] = phases_json(*r.libtorch_phases);
+    if (r.tapegrad_phases || r.libtorch_phases) row["phase_steps"] = r.phase_steps;
     if (r.outputs) {
       row["output_max_abs_diff"] = r.outputs->max_abs_diff;
       row["output_max_abs"] = r.outputs->max_abs_ref;

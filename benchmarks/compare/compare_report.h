@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/system_info.h"
+#include "models/named_configs.h"
 #include "sgemm_ceiling.h"
 
 namespace tapegrad::bench {
@@ -48,6 +49,12 @@ struct CompareRow {
   std::optional<SideResult> tapegrad_bf16, libtorch_bf16;
   // Inference mode: the two sides' outputs on every batch of the pool (absent without both sides).
   std::optional<OutputDifference> outputs;
+  // Training mode: each side's step split into forward, backward and optimiser, from a separate,
+  // shorter pass of phased steps after the timing above (so that the clock reads stay out of
+  // median_ms): each phase's median over blocks of its mean per step, as median_ms is of whole steps;
+  // absent for a side not timed. phase_steps: phased steps per side.
+  std::optional<StepPhases> tapegrad_phases, libtorch_phases;
+  int64_t phase_steps = 0;
 
   std::optional<double> ratio() const;  // tapegrad ms / LibTorch ms: below 1 tapegrad is faster
   // Largest relative difference of the two sides' losses after step 1 and after step kCheckStep
@@ -87,11 +94,28 @@ constexpr int kCheckStep = 8;
 // are held to an absolute 1e-5.
 constexpr double kOutputTolerance = 1e-5;
 
+// A side's optimiser takes a large share of its step when over this share of the phases' sum and at
+// least kOptimizerRemarkMargin above the other side's share (or with no other side measured): then
+// the step is mostly Adam's elementwise passes, not the model's products.
+constexpr double kOptimizerRemarkShare = 0.40;
+constexpr double kOptimizerRemarkMargin = 0.15;
+
+// Each phase's median over one side's samples (all zeros for none).
+StepPhases median_phases(const std::vector<StepPhases>& samples);
+// A phase's part of the step: phase_ms over the sum of the three phases (0 when the sum is 0).
+double phase_share(const StepPhases& phases, double phase_ms);
+
 // The training table, or in inference mode the forward table (ms per forward, outputs compared).
 std::string format_table(const CompareReport& report);
 // The --autocast rows: each side's bf16 step against tapegrad's f32 step of the same run; empty
 // when no row has them.
 std::string format_autocast_table(const CompareReport& report);
+// Training mode: each side's forward, backward and optimiser ms and their shares of the sum, per
+// row; empty in inference mode or when no row has a split.
+std::string format_phase_table(const CompareReport& report);
+// One line for each side of a row whose optimiser takes a large share of its step (the rule above),
+// naming the side, whichever it is; none when the shares are balanced.
+std::vector<std::string> phase_remarks(const CompareReport& report);
 void write_json(const CompareReport& report, const std::string& path);
 
 }  // namespace tapegrad::bench

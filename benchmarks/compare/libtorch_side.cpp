@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <chrono>
 #include <sstream>
 
 namespace tapegrad::bench {
@@ -157,7 +158,11 @@ LibTorchRun::LibTorchRun(const ModelShape& shape, const StateDict& weights, cons
 
 LibTorchRun::~LibTorchRun() = default;
 
-void LibTorchRun::step() {
+// A training step with `mark(phase)` called after each of its three phases (0: forward and loss,
+// 1: gradients to none and backward, 2: Adam), as TrainingRun's eager_step does; step() passes a
+// mark that does nothing, so the phased step cannot drift apart from it in what it runs.
+template <typename Mark>
+void LibTorchRun::run_step(Mark&& mark) {
   Impl& s = *impl_;
   size_t i = s.steps % s.xs.size();
   // ignore_index -100 is the default, so the char model's padded steps add nothing, as in tapegrad.
@@ -172,11 +177,31 @@ void LibTorchRun::step() {
   } else {
     s.loss = torch::nn::functional::cross_entropy(s.forward(i), s.targets(i));
   }
+  mark(0);
   // Gradients to none, as tapegrad's zero_grad does (LibTorch 1.13's zero_grad() zeroes them).
   for (auto& p : s.module->parameters()) p.mutable_grad() = torch::Tensor();
   s.loss.backward();
+  mark(1);
   s.optimizer->step();
+  mark(2);
   ++s.steps;
+}
+
+void LibTorchRun::step() {
+  run_step([](int) {});
+}
+
+StepPhases LibTorchRun::phased_step() {
+  using Clock = std::chrono::steady_clock;
+  StepPhases phases;
+  double* slots[3] = {&phases.forward_ms, &phases.backward_ms, &phases.optimizer_ms};
+  Clock::time_point last = Clock::now();
+  run_step([&](int phase) {
+    const Clock::time_point now = Clock::now();
+    *slots[phase] = std::chrono::duration<double, std::milli>(now - last).count();
+    last = now;
+  });
+  return phases;
 }
 
 void LibTorchRun::infer() {

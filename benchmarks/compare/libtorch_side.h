@@ -32,6 +32,10 @@ class LibTorchRun {
   ~LibTorchRun();
   // Forward, cross-entropy, gradients set to none, backward, Adam step: the same order as tapegrad's.
   void step();
+  // The same step with a steady clock read after its forward and loss, its gradients to none and
+  // backward, and its Adam step (the CPU: nothing to synchronise). Apart from step() so that the
+  // timing of whole steps carries no clock reads.
+  StepPhases phased_step();
   double last_loss() const;  // of the latest step
   // The model's forward alone on the next batch of the pool (the logits step() takes the loss of),
   // under torch::InferenceMode with the model in eval(); the first call switches it to eval().
@@ -41,6 +45,10 @@ class LibTorchRun {
   Tensor output_of(size_t batch);
 
  private:
+  // One step, with mark(phase) after each of its three phases; defined and used in the .cpp only.
+  template <typename Mark>
+  void run_step(Mark&& mark);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,5 +1,6 @@
 // The comparison's report pieces that need no LibTorch: --mode parsing, inference mode's agree rule
-// (with planted differences it must catch), and the table and JSON each mode writes.
+// (with planted differences it must catch), the table and JSON each mode writes, the step split and
+// its note on a large optimiser share, and that a phased step trains exactly as a plain one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,4 +193,177 @@ TEST(CompareReportTrain, KeepsLossesAndHasNoOutputs) {
   EXPECT_TRUE(doc["rows"][0].contains("tapegrad_first_loss"));
   EXPECT_TRUE(doc["rows"][0].contains("loss_rel_diff"));
   EXPECT_FALSE(doc["rows"][0].contains("outputs_agree"));
+}
+
+namespace {
+
+// A training row with each side's step split as given (absent: that side has no split).
+CompareRow split_row(const std::string& config, int64_t batch, std::optional<StepPhases> tg,
+                     std::optional<StepPhases> lt) {
+  CompareRow r;
+  r.config = config, r.batch = batch, r.steps = 10, r.phase_steps = 8;
+  r.tapegrad = SideResult{1.0, 0.9, 2.3, 2.2, 2.1};
+  if (lt) r.libtorch = SideResult{1.5, 1.4, 2.3, 2.2, 2.1};
+  r.tapegrad_phases = tg, r.libtorch_phases = lt;
+  return r;
+}
+
+CompareReport report_of(std::vector<CompareRow> rows) {
+  CompareReport report;
+  report.rows = std::move(rows);
+  return report;
+}
+
+// The line of `table` that starts with `config` and holds `batch` as its second field.
+std::string row_line(const std::string& table, const std::string& config, int64_t batch) {
+  std::istringstream lines(table);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string name, b;
+    fields >> name >> b;
+    if (name == config && b == std::to_string(batch)) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+// Each phase's median is taken on its own: the slow forward of one block and the slow Adam of another
+// do not make one slow step.
+TEST(CompareReportPhases, MedianIsPerPhase) {
+  const StepPhases m = median_phases({{5.0, 1.0, 1.0}, {1.0, 2.0, 9.0}, {2.0, 3.0, 2.0}});
+  EXPECT_DOUBLE_EQ(m.forward_ms, 2.0);
+  EXPECT_DOUBLE_EQ(m.backward_ms, 2.0);
+  EXPECT_DOUBLE_EQ(m.optimizer_ms, 2.0);
+  EXPECT_DOUBLE_EQ(m.total_ms(), 6.0);
+  EXPECT_DOUBLE_EQ(median_phases({}).total_ms(), 0.0);
+  EXPECT_DOUBLE_EQ(phase_share({1.0, 2.0, 1.0}, 2.0), 0.5);
+  EXPECT_DOUBLE_EQ(phase_share({}, 0.0), 0.0);  // nothing measured: no share, not a NaN
+}
+
+TEST(CompareReportPhases, TableShowsEachSidesSplit) {
+  CompareReport report = report_of({split_row("mlp_seed", 64, StepPhases{0.2, 0.6, 0.2}, StepPhases{0.3, 0.5, 1.2}),
+                                    split_row("lstm_small", 1, StepPhases{0.25, 0.5, 0.25}, std::nullopt)});
+  const std::string table = format_phase_table(report);
+  EXPECT_NE(table.find("tg fwd/bwd/opt %"), std::string::npos) << table;
+  EXPECT_NE(table.find("lt fwd/bwd/opt %"), std::string::npos) << table;
+  const std::string both = row_line(table, "mlp_seed", 64);
+  for (const char* cell : {"0.200", "0.600", "1.000", "20/60/20", "1.200", "2.000", "15/25/60"})
+    EXPECT_NE(both.find(cell), std::string::npos) << cell << " in " << both;
+  const std::string alone = row_line(table, "lstm_small", 1);  // without LibTorch: tapegrad's split alone
+  EXPECT_NE(alone.find("25/50/25"), std::string::npos) << alone;
+  std::istringstream fields(alone);
+  std::vector<std::string> cells{std::istream_iterator<std::string>(fields), {}};
+  ASSERT_EQ(cells.size(), 13u) << alone;
+  for (size_t i = 7; i < 12; ++i) EXPECT_EQ(cells[i], "-") << alone;
+  EXPECT_EQ(cells[12], "8");  // phased steps per side
+
+  EXPECT_EQ(format_phase_table(report_of({split_row("mlp_seed", 64, std::nullopt, std::nullopt)})), "");
+  report.mode = CompareMode::Inference;  // forwards have no backward or optimiser
+  EXPECT_EQ(format_phase_table(report), "");
+  EXPECT_TRUE(phase_remarks(report).empty());
+}
+
+// The remark names the side whose Adam takes the large share, whichever side it is.
+TEST(CompareReportPhases, RemarkNamesLibTorchsAdam) {
+  const CompareReport report =
+      report_of({split_row("lstm_small", 1, StepPhases{0.3, 0.6, 0.1}, StepPhases{0.2, 0.3, 1.0})});
+  const std::vector<std::string> remarks = phase_remarks(report);
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks[0].find("lstm_small:1"), std::string::npos) << remarks[0];
+  EXPECT_NE(remarks[0].find("Adam takes 67% of LibTorch's step (1.000 of 1.500 ms)"), std::string::npos) << remarks[0];
+  EXPECT_NE(remarks[0].find("tapegrad's Adam 10%"), std::string::npos) << remarks[0];
+}
+
+TEST(CompareReportPhases, RemarkNamesTapegradsAdam) {
+  const CompareReport report =
+      report_of({split_row("mlp_seed", 1, StepPhases{0.1, 0.1, 0.3}, StepPhases{0.3, 0.5, 0.2})});
+  const std::vector<std::string> remarks = phase_remarks(report);
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks[0].find("Adam takes 60% of tapegrad's step"), std::string::npos) << remarks[0];
+  EXPECT_NE(remarks[0].find("LibTorch's Adam 20%"), std::string::npos) << remarks[0];
+}
+
+// Negative controls: balanced shares, both sides' Adam large alike, a margin just short of the rule,
+// and a share of exactly 40%, give no remark.
+TEST(CompareReportPhases, NoRemarkWhenSharesAreBalanced) {
+  const CompareReport report = report_of({
+      split_row("mlp_seed", 64, StepPhases{0.3, 0.4, 0.3}, StepPhases{0.25, 0.4, 0.35}),
+      split_row("mlp_seed", 1, StepPhases{0.25, 0.25, 0.5}, StepPhases{0.2, 0.25, 0.55}),
+      split_row("lstm_small", 1, StepPhases{0.3, 0.4, 0.3}, StepPhases{0.2, 0.36, 0.44}),
+      split_row("lstm_small", 64, StepPhases{0.3, 0.3, 0.4}, std::nullopt),
+  });
+  const std::vector<std::string> remarks = phase_remarks(report);
+  EXPECT_TRUE(remarks.empty()) << remarks.front();
+}
+
+// Timed alone (no LibTorch, or on a GPU), tapegrad's own large share is still named.
+TEST(CompareReportPhases, RemarkOnOneSideAlone) {
+  const std::vector<std::string> remarks =
+      phase_remarks(report_of({split_row("mlp_seed", 1, StepPhases{0.1, 0.1, 0.2}, std::nullopt)}));
+  ASSERT_EQ(remarks.size(), 1u);
+  EXPECT_NE(remarks[0].find("Adam takes 50% of tapegrad's step"), std::string::npos) << remarks[0];
+  EXPECT_EQ(remarks[0].find("LibTorch"), std::string::npos) << remarks[0];
+}
+
+TEST(CompareReportPhases, JsonHasEachSidesSplitAndTheRemarks) {
+  const std::string dir = testing::TempDir();
+  CompareReport report = report_of({split_row("lstm_small", 1, StepPhases{0.3, 0.6, 0.1}, StepPhases{0.2, 0.3, 1.0}),
+                                    split_row("mlp_seed", 64, std::nullopt, std::nullopt)});
+  write_json(report, dir + "/phases.json");
+  const nlohmann::json doc = nlohmann::json::parse(slurp(dir + "/phases.json"));
+  EXPECT_TRUE(doc.contains("phase_timing"));
+  EXPECT_EQ(doc["optimizer_remark_share"], kOptimizerRemarkShare);
+  EXPECT_EQ(doc["optimizer_remark_margin"], kOptimizerRemarkMargin);
+  ASSERT_EQ(doc["phase_remarks"].size(), 1u);
+  EXPECT_EQ(doc["phase_remarks"][0], phase_remarks(report)[0]);
+  const nlohmann::json& row = doc["rows"][0];
+  EXPECT_EQ(row["phase_steps"], 8);
+  const nlohmann::json& lt = row["libtorch_phases"];
+  EXPECT_DOUBLE_EQ(lt["forward_ms"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(lt["backward_ms"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(lt["optimizer_ms"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(lt["sum_ms"].get<double>(), 1.5);
+  EXPECT_NEAR(lt["optimizer_share"].get<double>(), 2.0 / 3.0, 1e-12);
+  for (const char* side : {"tapegrad_phases", "libtorch_phases"}) {
+    const nlohmann::json& p = row[side];
+    EXPECT_NEAR(
+        p["forward_share"].get<double>() + p["backward_share"].get<double>() + p["optimizer_share"].get<double>(), 1.0,
+        1e-12)
+        << side;
+  }
+  for (const char* key : {"tapegrad_phases", "libtorch_phases", "phase_steps"})
+    EXPECT_FALSE(doc["rows"][1].contains(key)) << key;  // no split measured, nothing written
+
+  report.mode = CompareMode::Inference;
+  write_json(report, dir + "/phases_inference.json");
+  const nlohmann::json inference = nlohmann::json::parse(slurp(dir + "/phases_inference.json"));
+  EXPECT_FALSE(inference.contains("phase_timing"));
+  EXPECT_FALSE(inference.contains("phase_remarks"));
+}
+
+// The phased step runs the step's work: two runs from the same weights, one stepped plainly and one
+// through phased_step, give bit-identical losses and weights (an LSTM and an MLP), and each phase of
+// every phased step was timed.
+TEST(TrainingRunPhases, PhasedStepsTrainLikeSteps) {
+  for (const char* name : {"mlp_seed", "lstm_small"}) {
+    SCOPED_TRACE(name);
+    const ModelShape& shape = named_config(name).shape;
+    TrainingRun plain(shape, 2, kCPU, /*seed=*/3), phased(shape, 2, kCPU, /*seed=*/3);
+    for (int i = 0; i < 3; ++i) {
+      StepPhases phases{-1, -1, -1};
+      const float a = plain.step().item<float>();
+      const float b = phased.phased_step(&phases).item<float>();
+      EXPECT_EQ(a, b) << "step " << i;
+      EXPECT_GE(phases.forward_ms, 0);
+      EXPECT_GE(phases.backward_ms, 0);
+      EXPECT_GE(phases.optimizer_ms, 0);
+    }
+    EXPECT_EQ(plain.steps_done(), phased.steps_done());
+    const StateDict after_plain = plain.model().state_dict(), after_phased = phased.model().state_dict();
+    ASSERT_EQ(after_plain.size(), after_phased.size());
+    for (size_t i = 0; i < after_plain.size(); ++i)
+      EXPECT_EQ(after_plain[i].second.tolist<float>(), after_phased[i].second.tolist<float>()) << after_plain[i].first;
+  }
 }

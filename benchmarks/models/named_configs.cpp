@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <sstream>
 
 namespace tapegrad::bench {
@@ -282,6 +283,26 @@ TrainingRun::TrainingRun(const ModelShape& shape, const StateDict& weights, cons
   for (const Batch& b : batches) batches_.push_back({b.x.to(device), b.y.to(device), b.lengths});
 }
 
+namespace {
+
+// One eager training step, with `mark(phase)` called after each of its three phases (0: forward and
+// loss, 1: zero_grad and backward, 2: Adam). step() passes a mark that does nothing and
+// phased_step() one that reads a clock, so the two cannot drift apart in what they run.
+template <typename Mark>
+Tensor eager_step(const ModelShape& shape, nn::UnaryModule& model, optim::Adam& optimizer, const Batch& b,
+                  Mark&& mark) {
+  Tensor loss = training_loss(shape, model, b);
+  mark(0);
+  optimizer.zero_grad();
+  loss.backward();
+  mark(1);
+  optimizer.step();
+  mark(2);
+  return loss;
+}
+
+}  // namespace
+
 Tensor TrainingRun::step() {
   const Batch& b = batches_[static_cast<size_t>(steps_ % static_cast<int64_t>(batches_.size()))];
   ++steps_;
@@ -291,11 +312,24 @@ Tensor TrainingRun::step() {
     graph_->replay();
     return graph_loss_;
   }
-  Tensor loss = training_loss(shape_, *model_, b);
-  optimizer_->zero_grad();
-  loss.backward();
-  optimizer_->step();
-  return loss;
+  return eager_step(shape_, *model_, *optimizer_, b, [](int) {});
+}
+
+Tensor TrainingRun::phased_step(StepPhases* phases) {
+  TG_CHECK(!graph_, "TrainingRun::phased_step: the step replays a CUDA graph, which has no phases to time");
+  const Batch& b = batches_[static_cast<size_t>(steps_ % static_cast<int64_t>(batches_.size()))];
+  ++steps_;
+  using Clock = std::chrono::steady_clock;
+  // On a GPU the calls only queue kernels: without a synchronise the clock would time the queueing.
+  synchronize();
+  Clock::time_point last = Clock::now();
+  double* slots[3] = {&phases->forward_ms, &phases->backward_ms, &phases->optimizer_ms};
+  return eager_step(shape_, *model_, *optimizer_, b, [&](int phase) {
+    synchronize();
+    const Clock::time_point now = Clock::now();
+    *slots[phase] = std::chrono::duration<double, std::milli>(now - last).count();
+    last = now;
+  });
 }
 
 void TrainingRun::capture_graph() {

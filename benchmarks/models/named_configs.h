@@ -88,6 +88,15 @@ Tensor model_output(const ModelShape& shape, nn::UnaryModule& model, const Batch
 // cross-entropy of the logits against the targets (CharLm: over every step, padding ignored).
 Tensor training_loss(const ModelShape& shape, nn::UnaryModule& model, const Batch& batch);
 
+// Wall time of each part of one training step, in ms (TrainingRun::phased_step, and the LibTorch
+// side's equivalent), so that a comparison can say where a step's time goes.
+struct StepPhases {
+  double forward_ms = 0;    // model forward and cross-entropy loss
+  double backward_ms = 0;   // gradients to none, then backward
+  double optimizer_ms = 0;  // the Adam step
+  double total_ms() const { return forward_ms + backward_ms + optimizer_ms; }
+};
+
 // One model, its Adam optimiser and a pool of batches on one device: the unit every benchmark
 // times. A step is forward + cross-entropy + zero_grad + backward + Adam step, on data already on
 // the device; batch i of the pool is used at step i (mod pool size).
@@ -102,6 +111,11 @@ class TrainingRun {
               double lr = 1e-3);
   // Runs one training step and returns its loss (a device scalar; reading it synchronises).
   Tensor step();
+  // The same step (the same calls in the same order, on the same next batch), with a steady clock
+  // read after each phase, the device synchronised before each read; the times go to `phases`. Kept
+  // apart from step() so that the timing of whole steps carries no clock reads or synchronises.
+  // Eager steps only: a replayed graph has no phases to tell apart.
+  Tensor phased_step(StepPhases* phases);
   // From now on each step() copies its batch into captured input tensors and replays one CUDA
   // graph of the whole step (forward, loss, backward, Adam; docs/cuda_graphs.md). The optimiser
   // becomes capturable (its state carried over) and one eager warm-up step on the captured inputs
