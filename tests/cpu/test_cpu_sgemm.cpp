@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/gemm/sgemm_avx512.h"
@@ -154,5 +155,34 @@ TEST(CpuGemmSelection, ForcingAvx512WithoutItIsAClearError) {
   }
   tapegrad::set_cpu_gemm(CpuGemm::OpenBlas);
   EXPECT_STREQ(tapegrad::cpu_gemm_name(), "openblas");
+  tapegrad::set_cpu_gemm(CpuGemm::Auto);
+}
+
+// Auto by size (Note [choosing the float kernel by size]): where OpenBLAS runs its own AVX-512
+// kernels, small products go to ours and large ones stay with OpenBLAS; elsewhere one kernel takes all.
+TEST(CpuGemmSelection, AutoChoosesBySizeWhereOpenBlasHasAvx512) {
+  tapegrad::set_cpu_gemm(CpuGemm::Auto);
+  const bool openblas_avx512 = tapegrad::cpu::openblas_uses_avx512();
+  const bool ours = tapegrad::cpu::sgemm_avx512_available();
+  const bool small = tapegrad::cpu::use_sgemm_avx512(64, 512, 1000);
+  const bool large = tapegrad::cpu::use_sgemm_avx512(1024, 1024, 1024);
+  if (!ours) {
+    EXPECT_FALSE(small || large);
+    EXPECT_STREQ(tapegrad::cpu_gemm_name(), "openblas");
+  } else if (openblas_avx512) {
+    EXPECT_TRUE(small) << tapegrad::cpu::openblas_uses_avx512();
+    EXPECT_FALSE(large) << tapegrad::cpu::openblas_uses_avx512();
+    EXPECT_NE(std::string(tapegrad::cpu_gemm_name()).find("below"), std::string::npos);
+  } else {
+    EXPECT_TRUE(small && large) << tapegrad::cpu::openblas_uses_avx512();
+    EXPECT_STREQ(tapegrad::cpu_gemm_name(), "avx512");
+  }
+  // A forced choice ignores the size.
+  tapegrad::set_cpu_gemm(CpuGemm::OpenBlas);
+  EXPECT_FALSE(tapegrad::cpu::use_sgemm_avx512(64, 512, 1000));
+  if (ours) {
+    tapegrad::set_cpu_gemm(CpuGemm::Avx512);
+    EXPECT_TRUE(tapegrad::cpu::use_sgemm_avx512(1024, 1024, 1024));
+  }
   tapegrad::set_cpu_gemm(CpuGemm::Auto);
 }

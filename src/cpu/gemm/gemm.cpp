@@ -282,7 +282,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, dou
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      if (use_sgemm_avx512()) {  // reads any strides: no contiguous copies
+      if (use_sgemm_avx512(n, m, k)) {  // reads any strides: no contiguous copies
         sgemm_avx512(n, m, k, static_cast<float>(alpha), static_cast<const float*>(a.data_ptr()), a.stride(0),
                      a.stride(1), static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1),
                      static_cast<float>(beta), c, ldc);
@@ -424,7 +424,7 @@ void gemm_rows_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, co
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (use_sgemm_avx512()) {
+    if (use_sgemm_avx512(m, n, k)) {
       sgemm_avx512(m, n, k, 1.0f, a, lda, 1, b, ldb, 1, beta, c, ldc);
       return;
     }

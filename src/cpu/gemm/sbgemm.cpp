@@ -462,7 +462,7 @@ void portable_product(int64_t m, float alpha, const T* a, int64_t a_rs, int64_t 
   for (int64_t i = 0; i < m; ++i)
     for (int64_t p = 0; p < k; ++p)
       rounded_a[static_cast<size_t>(i * k + p)] = as_float(round_bf16(a[i * a_rs + p * a_cs]));
-  if (use_sgemm_avx512()) {
+  if (use_sgemm_avx512(m, n, k)) {
     sgemm_avx512(m, n, k, alpha, rounded_a.data(), k, 1, b.floats(), n, 1, beta, c, ldc);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),

@@ -8,9 +8,13 @@ namespace tapegrad::cpu {
 // Whether this build has the kernel and this CPU can run it (AVX-512F).
 bool sgemm_avx512_available();
 
-// Whether float products go through sgemm_avx512 now (gemm_selection.cpp: set_cpu_gemm and
-// TAPEGRAD_CPU_GEMM decide).
-bool use_sgemm_avx512();
+// Whether OpenBLAS picked one of its AVX-512 kernel families for this CPU when it loaded.
+bool openblas_uses_avx512();
+
+// Whether a float product C[m, n] = A[m, k] B[k, n] goes through sgemm_avx512 now (gemm_selection.cpp:
+// set_cpu_gemm and TAPEGRAD_CPU_GEMM decide, and under Auto the size, Note [choosing the float
+// kernel by size]).
+bool use_sgemm_avx512(int64_t m, int64_t n, int64_t k);
 
 // C = alpha * A B + beta * C, where A is m x k with element (i, p) at a[i * a_rs + p * a_cs], B is
 // k x n with element (p, j) at b[p * b_rs + j * b_cs], and C is m x n row-major with leading
