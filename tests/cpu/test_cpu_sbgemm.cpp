@@ -273,12 +273,13 @@ TEST(CpuSbgemm, TallNarrowProductsSplitTheirRows) {
 // split by panels, and neither split applies to one thread or to too few rows.
 TEST(CpuSbgemm, ShallowProductsSplitTheirRows) {
   if (!has(SbgemmKernel::Avx512Bf16)) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  // The split belongs to the AVX512-BF16 kernel: chosen here, since a CPU with AMX runs AMX tiles.
+  Path path(SbgemmKernel::Avx512Bf16);
   EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 2));     // mlp_seed's dW at batch 64
   EXPECT_TRUE(tapegrad::cpu::sbgemm_splits_rows(256, 64, 512, 2));      // mlp_fashion's second layer
   EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 1024, 1000, 2));  // at batch 1024: B is 2 MB
   EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(64, 64, 1000, 2));     // too few rows
   EXPECT_FALSE(tapegrad::cpu::sbgemm_splits_rows(512, 64, 1000, 1));
-  Path path(SbgemmKernel::Avx512Bf16);
   ThreadCount count(2);
   check_case<float>({512, 1000, 64, true, false, 1.0f, 0.0f});
   check_case<BFloat16>({300, 520, 33, true, false, -1.0f, 1.0f});
