@@ -29,6 +29,7 @@
 #include "tapegrad/distributed/ddp.h"
 #include "tapegrad/distributed/process_group.h"
 #include "tapegrad/distributed/sampler.h"
+#include "tapegrad/distributed/zero.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/activation.h"
 #include "tapegrad/nn/checkpoint_sequential.h"
