@@ -132,6 +132,9 @@ TEST(ZeroRedundancy, ParamGroupsWithSgdAndAdamWMatchOneProcess) {
       plain->zero_grad();
     }
     expect_bit_identical(model->parameters(), reference->parameters());
+    // Two groups' options and SGD's momentum buffers consolidate to the plain optimiser's too.
+    opt.consolidate_state_dict(0);
+    if (world().rank() == 0) expect_same_state(opt.state_dict(), plain->state_dict());
   }
 }
 
@@ -333,6 +336,16 @@ TEST(ZeroRedundancyErrors, BadInputNamesTheOpAndTheCulprit) {
   testing::expect_error([&] { opt.step(); }, {"ZeroRedundancyOptimizer", "parameter group 0", "learning rate"});
   EXPECT_EQ(testing::values(a), std::vector<double>(3, 0.0));
   testing::expect_error([&] { opt.state_dict(); }, {"consolidate_state_dict"});
+
+  // A full state of another layout is refused on every rank, changing nothing.
+  opt.param_groups()[0].lr(0.5);
+  optim::Adam two_groups({optim::ParamGroup({a}), optim::ParamGroup({b})});
+  testing::expect_error([&] { opt.load_state_dict(two_groups.state_dict()); },
+                        {"ZeroRedundancyOptimizer.load_state_dict", "parameter groups"});
+  StateDict bad = optim::Adam({a, b}).state_dict();
+  bad.emplace_back("7.exp_avg", zeros({3}));
+  testing::expect_error([&] { opt.load_state_dict(bad); }, {"ZeroRedundancyOptimizer", "7.exp_avg"});
+  EXPECT_EQ(opt.lr(), 0.5);
 }
 
 // A wrong partition is caught: ranks that pass different parameters would broadcast into the
