@@ -63,8 +63,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
     : Optimizer(kName), group_(std::move(group)), factory_(std::move(factory)) {
   TG_CHECK(group_ != nullptr, kName, ": the process group is null");
   TG_CHECK(static_cast<bool>(factory_), kName, ": the optimizer factory is empty");
-  // Frozen parameters have nothing to update or broadcast; a plain optimiser would refuse them, but
-  // model.parameters() of a partly frozen model is the usual argument here (as in PyTorch's ZeRO).
+  // Frozen parameters have nothing to update or broadcast. A plain optimiser here refuses them, but
+  // model.parameters() of a partly frozen model is the usual argument (torch.optim takes them and
+  // leaves them alone).
   std::map<const TensorImpl*, std::pair<size_t, size_t>> seen;
   std::vector<optim::ParamGroup> kept;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -81,15 +82,16 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
   }
   TG_CHECK(!kept.empty(), kName, ": no parameter that requires grad (", seen.size(),
            " parameters given); an empty list is usually a model whose parameters() was empty");
-  const size_t expected = seen.size();
   // The factory over every parameter fills the groups' options from its defaults and checks them
   // (and the parameters) exactly as the local optimisers will; it allocates no state.
   std::unique_ptr<optim::Optimizer> full = build(factory_, kept, "the parameter groups");
   for (const optim::ParamGroup& g : full->param_groups()) groups_.push_back(g);
   params_ = full->params();
-  bool same = params_.size() <= expected;
-  for (size_t g = 0, i = 0; same && g < kept.size(); ++g)
-    for (const Tensor& p : kept[g].params()) same = same && i < params_.size() && params_[i++].impl() == p.impl();
+  std::vector<const TensorImpl*> given;
+  for (const optim::ParamGroup& g : kept)
+    for (const Tensor& p : g.params()) given.push_back(p.impl());
+  bool same = params_.size() == given.size();
+  for (size_t i = 0; same && i < given.size(); ++i) same = params_[i].impl() == given[i];
   TG_CHECK(same && groups_.size() == kept.size(), kName,
            ": the optimizer factory must build its optimizer over the groups it is given (it returned one with ",
            groups_.size(), " groups of ", params_.size(), " parameters, given ", kept.size(), " groups)");

@@ -324,6 +324,13 @@ TEST(ZeroRedundancyErrors, BadInputNamesTheOpAndTheCulprit) {
   testing::expect_error([&] { ZeroRedundancyOptimizer({a}, world_ptr(), adam(-1)); },
                         {"ZeroRedundancyOptimizer", "refused", "learning rate"});
 
+  Tensor other = zeros({3}).requires_grad_();
+  auto elsewhere = [&](std::vector<optim::ParamGroup>) {
+    return std::make_unique<optim::Adam>(std::vector<Tensor>{other});
+  };
+  testing::expect_error([&] { ZeroRedundancyOptimizer({a}, world_ptr(), elsewhere); },
+                        {"ZeroRedundancyOptimizer", "factory must build its optimizer over the groups it is given"});
+
   // A frozen parameter is skipped.
   ZeroRedundancyOptimizer opt({a, frozen, b}, world_ptr(), adam());
   ASSERT_EQ(opt.params().size(), 2u);
