@@ -110,6 +110,25 @@ class ProcessGroup {
   void barrier();
   Work barrier_async();
 
+  // Point to point (torch.distributed.send/recv/isend/irecv): `tensor` goes to rank `dst`, whose
+  // recv(tensor, src, tag) with this rank as `src` and the same tag fills its preallocated tensor.
+  // Only the two ranks take part; sends and recvs with the same peer and tag pair up in the order
+  // they were called, those with different tags or peers independently. Before any data moves the
+  // two sides compare dtype and shape, so a mismatch is a tapegrad::Error on both, naming send,
+  // recv, both ranks and what differs (the pair stays usable). A send returns once its recv took
+  // the data (a rendezvous: a ring of blocking sends deadlocks, as in torch; use isend/irecv).
+  // A side whose peer does not answer within the timeout (no matching call, another tag, a failed
+  // rank) fails with an Error naming the op and the peer; after that the group is unusable. p2p
+  // never blocks the collectives: they run, in order, while p2p operations are in flight.
+  // Sending to oneself, a rank outside the group, a negative tag (or one above max_tag()) or a
+  // non-contiguous tensor is an Error up front. CPU tensors only, for now.
+  void send(const Tensor& tensor, int dst, int tag = 0);
+  void recv(const Tensor& tensor, int src, int tag = 0);
+  Work isend(const Tensor& tensor, int dst, int tag = 0);  // keeps `tensor` alive until done
+  Work irecv(const Tensor& tensor, int src, int tag = 0);  // result(): `tensor`, filled
+  // The largest tag this MPI allows (at least 8190).
+  int max_tag() const;
+
   struct Impl;
 
  private:

@@ -1,6 +1,9 @@
 // The process group's worker: one collective at a time, polled against its deadline.
 #include "distributed/mpi/mpi_queue.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "distributed/deadline.h"
 #include "distributed/mpi/mpi_runtime.h"
 
@@ -23,6 +26,33 @@ void abandon(MpiJob job, std::vector<MPI_Request> requests) {
   static auto* kept = new std::vector<Abandoned>();  // never freed, on purpose
   std::lock_guard<std::mutex> lock(mutex);
   kept->push_back(Abandoned{std::move(job), std::move(requests)});
+}
+
+void abandon_p2p(std::shared_ptr<P2pJob> job) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<P2pJob>>();  // never freed, on purpose
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(job));
+}
+
+// The three messages of one send/recv pair.
+enum P2pKind { kHeader = 0, kAnswer = 1, kPayload = 2 };
+int mpi_tag(int tag, P2pKind kind) {
+  return tag * 4 + kind;
+}
+
+std::string header_str(const std::array<int64_t, P2pJob::kHeaderLength>& h) {
+  Shape shape(h.begin() + 3, h.begin() + 3 + h[2]);
+  return str_cat(dtype_name(DType(h[0])), " ", shape_str(shape));
+}
+
+// The same message on both sides of a mismatched pair.
+std::string p2p_mismatch(int sender, int receiver, int tag, const std::array<int64_t, P2pJob::kHeaderLength>& sent,
+                         const std::array<int64_t, P2pJob::kHeaderLength>& received) {
+  const char* what = sent[0] != received[0] ? "dtype" : "shape";
+  return str_cat("ProcessGroup: send from rank ", sender, " to rank ", receiver, " and its recv (tag ", tag,
+                 ") do not match: rank ", sender, " sends ", header_str(sent), ", rank ", receiver, " receives into ",
+                 header_str(received), " (the ", what, " differs); nothing was transferred");
 }
 
 }  // namespace
@@ -66,18 +96,175 @@ std::vector<Tensor> MpiQueue::run(MpiJob job) {
   return work->outputs;
 }
 
+void MpiQueue::submit_p2p(std::shared_ptr<P2pJob> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    new_p2p_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
 void MpiQueue::work_loop() {
   for (;;) {
     MpiJob job;
+    bool have_job = false;
+    bool p2p_pending = progress_p2p();
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stop_, and everything queued has run
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      auto ready = [&] { return stop_ || !jobs_.empty() || !new_p2p_.empty(); };
+      // With p2p in flight the worker keeps testing it (MPI only progresses inside calls), at the
+      // collectives' polling pace; otherwise it sleeps until something is submitted.
+      if (p2p_pending) {
+        cv_.wait_for(lock, std::chrono::microseconds(100), ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
+      if (!jobs_.empty()) {
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+        have_job = true;
+      } else if (stop_ && new_p2p_.empty() && !p2p_pending) {
+        return;  // everything queued has run
+      }
     }
-    run_job(job);
+    if (have_job) run_job(job);
   }
+}
+
+bool MpiQueue::progress_p2p() {
+  std::string broken;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& job : new_p2p_) p2p_.push_back(std::move(job));
+    new_p2p_.clear();
+    broken = broken_;
+  }
+  std::vector<std::tuple<bool, int, int>> active;  // the channels whose oldest job was seen
+  std::vector<std::shared_ptr<P2pJob>> left;
+  for (auto& job : p2p_) {
+    std::tuple<bool, int, int> channel{job->is_send, job->peer, job->tag};
+    bool first = std::find(active.begin(), active.end(), channel) == active.end();
+    if (first) active.push_back(channel);
+    if (job->stage == 0 && !broken.empty()) {  // never started: nothing of it is in MPI's hands
+      job->work->fail(std::make_exception_ptr(
+          Error(str_cat("ProcessGroup: ", job->what, ": the process group can no longer be used: ", broken))));
+      continue;
+    }
+    if (first) {
+      try {
+        advance(*job);
+      } catch (...) {
+        job->work->fail(std::current_exception());
+        abandon_p2p(job);  // MPI may still hold its buffers
+        continue;
+      }
+    }
+    if (job->stage < 0) continue;  // finished
+    if (Clock::now() >= job->deadline) {
+      fail_p2p_timeout(job);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        broken = broken_;
+      }
+      continue;
+    }
+    left.push_back(job);
+  }
+  p2p_ = std::move(left);
+  return !p2p_.empty();
+}
+
+void MpiQueue::advance(P2pJob& job) {
+  MPI_Datatype type = mpi_datatype(job.tensor.dtype());
+  static char empty_buffer[16];
+  void* data = job.tensor.numel() == 0 ? empty_buffer : job.tensor.data_ptr();
+  std::lock_guard<std::mutex> lock(mpi_mutex());
+  if (job.stage == 0) {
+    job.work->mark_started();
+    job.mine[0] = int64_t(job.tensor.dtype());
+    job.mine[1] = job.tensor.numel();
+    job.mine[2] = job.tensor.dim();
+    for (int d = 0; d < job.tensor.dim(); ++d) job.mine[size_t(3 + d)] = job.tensor.sizes()[size_t(d)];
+    if (job.is_send) {
+      // The header out, and the receiver's answer (its own header) back.
+      job.requests.assign(2, MPI_REQUEST_NULL);
+      check_mpi(MPI_Isend(job.mine.data(), P2pJob::kHeaderLength, MPI_INT64_T, job.peer, mpi_tag(job.tag, kHeader),
+                          comm_, &job.requests[0]),
+                "MPI_Isend");
+      check_mpi(MPI_Irecv(job.theirs.data(), P2pJob::kHeaderLength, MPI_INT64_T, job.peer, mpi_tag(job.tag, kAnswer),
+                          comm_, &job.requests[1]),
+                "MPI_Irecv");
+    } else {
+      job.requests.assign(1, MPI_REQUEST_NULL);
+      check_mpi(MPI_Irecv(job.theirs.data(), P2pJob::kHeaderLength, MPI_INT64_T, job.peer, mpi_tag(job.tag, kHeader),
+                          comm_, &job.requests[0]),
+                "MPI_Irecv");
+    }
+    job.stage = 1;
+    return;
+  }
+  int done = 0;
+  check_mpi(MPI_Testall(int(job.requests.size()), job.requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+  if (!done) return;
+  if (job.stage == 1) {
+    // Both headers are known on this side: compare them (the other side does the same).
+    job.matched = job.mine == job.theirs;
+    const bool move_data = job.matched && job.tensor.numel() > 0;
+    job.requests.clear();
+    if (job.is_send) {
+      if (move_data) {
+        job.requests.push_back(MPI_REQUEST_NULL);
+        check_mpi(MPI_Isend(data, int(job.tensor.numel()), type, job.peer, mpi_tag(job.tag, kPayload), comm_,
+                            &job.requests.back()),
+                  "MPI_Isend");
+      }
+    } else {
+      job.requests.push_back(MPI_REQUEST_NULL);
+      check_mpi(MPI_Isend(job.mine.data(), P2pJob::kHeaderLength, MPI_INT64_T, job.peer, mpi_tag(job.tag, kAnswer),
+                          comm_, &job.requests.back()),
+                "MPI_Isend");
+      if (move_data) {
+        job.requests.push_back(MPI_REQUEST_NULL);
+        check_mpi(MPI_Irecv(data, int(job.tensor.numel()), type, job.peer, mpi_tag(job.tag, kPayload), comm_,
+                            &job.requests.back()),
+                  "MPI_Irecv");
+      }
+    }
+    job.stage = 2;
+    if (!job.requests.empty()) return;
+  }
+  job.stage = -1;
+  if (job.matched) {
+    job.work->complete({job.tensor});
+  } else {
+    const int sender = job.is_send ? rank_ : job.peer, receiver = job.is_send ? job.peer : rank_;
+    const auto& sent = job.is_send ? job.mine : job.theirs;
+    const auto& received = job.is_send ? job.theirs : job.mine;
+    job.work->fail(std::make_exception_ptr(Error(p2p_mismatch(sender, receiver, job.tag, sent, received))));
+  }
+}
+
+void MpiQueue::fail_p2p_timeout(std::shared_ptr<P2pJob> job) {
+  std::string hint;
+  if (!job->is_send && job->stage == 1) {
+    // Whether the peer sent something under another tag: a likely cause worth naming.
+    std::lock_guard<std::mutex> lock(mpi_mutex());
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(job->peer, MPI_ANY_TAG, comm_, &flag, &status) == MPI_SUCCESS && flag &&
+        status.MPI_TAG % 4 == kHeader)
+      hint = str_cat("; rank ", job->peer, " did send a tensor with tag ", status.MPI_TAG / 4, " that no recv took");
+  }
+  const char* peer_role = job->is_send ? "no matching recv was posted by rank " : "no matching send came from rank ";
+  std::string message =
+      str_cat(job->what, " did not finish within ", timeout_str(timeout_), " on rank ", rank_, " of ", size_, ": ",
+              peer_role, job->peer, hint, " (it may have failed, be stuck, or use another tag, dtype or shape)");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_.empty()) broken_ = message;
+  }
+  job->work->fail(std::make_exception_ptr(Error(str_cat("ProcessGroup: ", message))));
+  abandon_p2p(std::move(job));
 }
 
 bool MpiQueue::poll(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
@@ -95,6 +282,7 @@ bool MpiQueue::poll(std::vector<MPI_Request>& requests, Clock::time_point deadli
     }
     if (done) return true;
     if (Clock::now() >= deadline) return false;
+    progress_p2p();  // p2p in flight moves on while a collective waits (a peer may need it to join)
     if (tries < 50) {
       std::this_thread::yield();
     } else {

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -34,12 +35,33 @@ struct MpiJob {
   std::vector<std::shared_ptr<void>> keep_alive;  // buffers MPI reads or writes until the requests complete
 };
 
+// One send or recv between this rank and `peer`, which the worker moves through a rendezvous:
+// the sender posts a header (dtype, shape), the receiver answers with its own, each compares the
+// two, and only a match moves the payload. The three messages have their own MPI tags (tag * 4 +
+// kind), so p2p between the same two ranks in both directions never confuse them.
+struct P2pJob {
+  static constexpr int kHeaderLength = 3 + CollectiveDesc::kMaxDims;  // dtype, numel, dims, the dims
+  std::shared_ptr<WorkState> work;
+  bool is_send = true;
+  int peer = 0, tag = 0;
+  Tensor tensor;
+  std::string what;  // for messages: "send to rank 1 (float32 [4], tag 0)"
+  // The worker's state.
+  int stage = 0;
+  bool matched = true;
+  std::chrono::steady_clock::time_point deadline;
+  std::array<int64_t, kHeaderLength> mine{}, theirs{};
+  std::vector<MPI_Request> requests;
+};
+
 class MpiQueue {
  public:
   MpiQueue(MPI_Comm comm, int rank, int size, std::chrono::milliseconds timeout);
   // Finishes the queued jobs (or fails them, if the group broke), then stops the worker.
   ~MpiQueue();
   void submit(MpiJob job);
+  // Starts a send or recv; the worker advances it alongside the collectives.
+  void submit_p2p(std::shared_ptr<P2pJob> job);
   // Runs `job` and waits for it (the caller's bootstrap steps).
   std::vector<Tensor> run(MpiJob job);
   // Runs (or fails) what is queued, then joins the worker; idempotent.
@@ -53,6 +75,12 @@ class MpiQueue {
   void run_job(MpiJob& job);
   // Polls until every request completed (true) or the deadline passed (false).
   bool poll(std::vector<MPI_Request>& requests, std::chrono::steady_clock::time_point deadline);
+  // Advances every p2p job one step where MPI allows (worker thread only). Only the oldest job of
+  // each (peer, tag, direction) is active, so one pair's header, answer and payload never mix with
+  // those of the next pair on the same channel. Returns whether jobs remain.
+  bool progress_p2p();
+  void advance(P2pJob& job);
+  void fail_p2p_timeout(std::shared_ptr<P2pJob> job);
 
   MPI_Comm comm_;
   int rank_, size_;
@@ -62,6 +90,8 @@ class MpiQueue {
   std::string broken_;  // why the group can no longer be used (under mutex_)
   std::condition_variable cv_;
   std::deque<MpiJob> jobs_;
+  std::vector<std::shared_ptr<P2pJob>> new_p2p_;  // submitted, not yet seen by the worker (under mutex_)
+  std::vector<std::shared_ptr<P2pJob>> p2p_;      // in flight, in submission order (worker thread only)
   bool stop_ = false;
   std::thread worker_;
 };

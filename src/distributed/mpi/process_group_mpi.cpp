@@ -133,6 +133,7 @@ struct ProcessGroup::Impl {
   bool check = true;
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  int max_tag = 0;  // MPI_TAG_UB / 4 - 1: each p2p uses three MPI tags (mpi_queue.h)
   std::unique_ptr<detail::MpiQueue> queue;
   std::mutex nccl_mutex;
   std::map<int, std::unique_ptr<detail::NcclComm>> nccl;  // by device index
@@ -217,6 +218,10 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : impl_(std::make_unique
       MPI_Comm_set_errhandler(f.comm, MPI_ERRORS_RETURN);
       MPI_Comm_rank(f.comm, &g.rank);
       MPI_Comm_size(f.comm, &g.size);
+      int* tag_ub = nullptr;
+      int has_tag_ub = 0;
+      MPI_Comm_get_attr(f.comm, MPI_TAG_UB, &tag_ub, &has_tag_ub);
+      g.max_tag = (has_tag_ub && tag_ub ? *tag_ub : 32767) / 4 - 1;
       int length = 0;
       MPI_Get_processor_name(f.name, &length);
       f.names.resize(size_t(g.size) * MPI_MAX_PROCESSOR_NAME);
@@ -439,6 +444,69 @@ Work ProcessGroup::barrier_async() {
     detail::check_mpi(MPI_Ibarrier(comm, &requests[0]), "MPI_Ibarrier");
   };
   return Work(g.submit("barrier", detail::describe(Collective::Barrier, Tensor()), "barrier", g.check, std::move(job)));
+}
+
+int ProcessGroup::max_tag() const {
+  return impl_->max_tag;
+}
+
+namespace {
+// The checks every send/recv makes up front, on the caller's thread.
+void check_p2p(const char* op, const Tensor& tensor, int peer, const char* peer_name, int tag, int rank, int size,
+               int max_tag) {
+  check_tensor(op, tensor);
+  TG_CHECK(!tensor.device().is_cuda(), "ProcessGroup: ", op, ": CUDA tensors are not supported yet by point-to-point ",
+           "(CPU tensors only); copy to the CPU first");
+  TG_CHECK(tensor.dim() <= CollectiveDesc::kMaxDims, "ProcessGroup: ", op, ": tensors of at most ",
+           CollectiveDesc::kMaxDims, " dims, got ", tensor.dim());
+  TG_CHECK(peer >= 0 && peer < size, "ProcessGroup: ", op, ": ", peer_name, " ", peer,
+           " is not a rank of this group of ", size);
+  TG_CHECK(peer != rank, "ProcessGroup: ", op, ": ", peer_name, " ", peer, " is this rank; a rank cannot ", op,
+           " to or from itself");
+  TG_CHECK(tag >= 0 && tag <= max_tag, "ProcessGroup: ", op, ": tag ", tag, " is out of range [0, ", max_tag, "]");
+}
+}  // namespace
+
+Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  Impl& g = *impl_;
+  check_p2p("send", tensor, dst, "dst", tag, g.rank, g.size, g.max_tag);
+  auto job = std::make_shared<detail::P2pJob>();
+  job->work = std::make_shared<WorkState>("send");
+  job->is_send = true;
+  job->peer = dst;
+  job->tag = tag;
+  job->tensor = tensor;
+  job->what = str_cat("send to rank ", dst, " (", dtype_name(tensor.dtype()), " ", shape_str(tensor.sizes()), ", tag ",
+                      tag, ")");
+  job->deadline = detail::deadline_after(Clock::now(), g.timeout);
+  std::shared_ptr<WorkState> work = job->work;
+  g.queue->submit_p2p(std::move(job));
+  return Work(work);
+}
+
+Work ProcessGroup::irecv(const Tensor& tensor, int src, int tag) {
+  Impl& g = *impl_;
+  check_p2p("recv", tensor, src, "src", tag, g.rank, g.size, g.max_tag);
+  tensor.storage()->bump_version();
+  auto job = std::make_shared<detail::P2pJob>();
+  job->work = std::make_shared<WorkState>("recv");
+  job->is_send = false;
+  job->peer = src;
+  job->tag = tag;
+  job->tensor = tensor;
+  job->what = str_cat("recv from rank ", src, " (", dtype_name(tensor.dtype()), " ", shape_str(tensor.sizes()),
+                      ", tag ", tag, ")");
+  job->deadline = detail::deadline_after(Clock::now(), g.timeout);
+  std::shared_ptr<WorkState> work = job->work;
+  g.queue->submit_p2p(std::move(job));
+  return Work(work);
+}
+
+void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
+  isend(tensor, dst, tag).wait();
+}
+void ProcessGroup::recv(const Tensor& tensor, int src, int tag) {
+  irecv(tensor, src, tag).wait();
 }
 
 void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
