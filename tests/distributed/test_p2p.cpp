@@ -2,6 +2,9 @@
 // flight, interleaved with collectives, every dtype, zero sizes), and the errors: arguments refused
 // up front, both sides of a mismatched pair failing alike, a peer that never answers timing out.
 // Every received tensor starts as a fill that no sender sends, so a recv that moved nothing fails.
+#include <chrono>
+#include <thread>
+
 #include "distributed_test.h"
 
 namespace tapegrad {
@@ -241,6 +244,21 @@ TEST(ProcessGroupP2pErrors, RecvWithNoSenderTimesOut) {
     // The group is unusable afterwards, naming the first failure.
     testing::expect_error([&] { group->send(ones({1}), 0); }, {"send", "can no longer be used", "recv from rank 0"});
   }
+  world().barrier();
+}
+
+// Negative control for the timeouts: a sender that comes late, but within the timeout, is waited for.
+TEST(ProcessGroupP2pErrors, LateSenderWithinTheTimeoutIsWaitedFor) {
+  auto group = short_timeout_group();
+  if (world().rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    group->send(payload(0, 2, {4}), 1, 2);
+  } else if (world().rank() == 1) {
+    Tensor in = unfilled({4});
+    group->recv(in, 0, 2);
+    expect_equal(in, payload(0, 2, {4}));
+  }
+  group->barrier();  // still usable
   world().barrier();
 }
 
