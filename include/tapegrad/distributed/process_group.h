@@ -115,9 +115,10 @@ class ProcessGroup {
   // Only the two ranks take part; sends and recvs with the same peer and tag pair up in the order
   // they were called, those with different tags or peers independently. Before any data moves the
   // two sides compare dtype and shape, so a mismatch is a tapegrad::Error on both, naming send,
-  // recv, both ranks and what differs (that pair is used up; the group stays usable). A send does not complete before
-  // its recv was called (a rendezvous: a ring of blocking sends deadlocks, as in torch; alternate the order by rank, or
-  // use isend/irecv). A side whose peer does not answer within the timeout (no matching call, another tag, a failed
+  // recv, both ranks and what differs (that pair is used up; the group stays usable). A send does
+  // not complete before its recv was called (a rendezvous: a ring of blocking sends deadlocks, as
+  // in torch; alternate the order by rank, or use isend/irecv).
+  // A side whose peer does not answer within the timeout (no matching call, another tag, a failed
   // rank) fails with an Error naming the op and the peer; after that the group is unusable. p2p
   // never blocks the collectives: they run, in order, while p2p operations are in flight.
   // Sending to oneself, a rank outside the group, a negative tag (or one above max_tag()) or a
