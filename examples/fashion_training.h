@@ -18,6 +18,7 @@
 #include "example_util.h"
 #include "metrics_cli.h"
 #include "output_paths.h"
+#include "tapegrad/distributed/zero.h"
 
 namespace examples {
 
@@ -34,6 +35,9 @@ inline void add_training_options(cxxopts::Options& cli, const char* default_epoc
       "checkpoint", "save a safetensors checkpoint here after each epoch",
       cxxopts::value<std::string>()->default_value(""))("resume", "continue from this checkpoint",
                                                         cxxopts::value<std::string>()->default_value(""))(
+      "zero",
+      "with --distributed: shard Adam's state across the processes (ZeroRedundancyOptimizer, ZeRO stage 1); the "
+      "training is the same, each process holds about 1/N of the moments")(
       "fresh-optimizer",
       "with --resume: accept a checkpoint without optimiser state and restart Adam (the run is "
       "then not an exact continuation)")(
@@ -51,6 +55,7 @@ struct TrainingOptions {
   uint64_t seed;
   std::string resume, checkpoint;
   bool fresh_optimizer;
+  bool zero;  // Adam's state sharded across the ranks (ZeroRedundancyOptimizer)
 };
 
 inline TrainingOptions read_training_options(const cxxopts::ParseResult& args) {
@@ -64,6 +69,9 @@ inline TrainingOptions read_training_options(const cxxopts::ParseResult& args) {
   o.checkpoint = args["checkpoint"].as<std::string>();
   o.fresh_optimizer = args.count("fresh-optimizer") > 0;
   if (o.fresh_optimizer && o.resume.empty()) throw UsageError("--fresh-optimizer only applies with --resume");
+  o.zero = args.count("zero") > 0;
+  if (o.zero && !args.count("distributed"))
+    throw UsageError("--zero shards the optimiser across processes: it needs --distributed");
   return o;
 }
 
@@ -155,7 +163,24 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
   const std::unique_ptr<BatchSampler> shard = run.shard(dataset.size(), options.batch_size, options.seed);
   DataLoader loader = shard ? DataLoader(dataset, *shard) : DataLoader(dataset, loader_options);
 
-  optim::Adam opt(model.parameters(), optim::AdamOptions(options.lr).capturable(graphed.enabled()));
+  if (options.zero && graphed.enabled())
+    throw UsageError("--zero with --cuda-graph: a sharded optimiser's step broadcasts, which a graph cannot capture");
+  // With --zero every rank holds the Adam state of its shard only; the training is the same
+  // (docs/distributed.md, "Sharded optimiser").
+  std::unique_ptr<optim::Optimizer> optimizer;
+  distributed::ZeroRedundancyOptimizer* zero = nullptr;
+  if (options.zero) {
+    auto sharded = std::make_unique<distributed::ZeroRedundancyOptimizer>(
+        model.parameters(), run.group(), [&](std::vector<optim::ParamGroup> groups) {
+          return std::make_unique<optim::Adam>(std::move(groups), optim::AdamOptions(options.lr));
+        });
+    zero = sharded.get();
+    optimizer = std::move(sharded);
+  } else {
+    optimizer =
+        std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions(options.lr).capturable(graphed.enabled()));
+  }
+  optim::Optimizer& opt = *optimizer;
   nn::CrossEntropyLoss loss_fn;
   int64_t first_epoch = 1;
   if (!options.resume.empty()) {
@@ -233,6 +258,11 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
     const double train_loss = totals[2] / totals[3], rate = totals[4] / seconds;
     std::printf("epoch %2lld  train loss %.4f  test accuracy %.4f  %.0f img/s  %.1f s\n", static_cast<long long>(epoch),
                 train_loss, test.accuracy, rate, seconds);
+    if (zero != nullptr && epoch == first_epoch) {  // Adam makes its state in the first step
+      const double local = static_cast<double>(zero->local_state_bytes());
+      std::printf("optimiser state: %.0f bytes on rank 0, %.0f on all %d ranks (ZeRO stage 1)\n", local,
+                  run.sum(std::vector<double>{local})[0], run.size());
+    }
     std::fflush(stdout);
     global_step += steps;
     metrics->log(global_step, {{"epoch", static_cast<double>(epoch)},
@@ -241,6 +271,7 @@ inline int train_fashion(const char* program, tapegrad::nn::UnaryModule& model, 
                                {"test/accuracy", test.accuracy},
                                {"lr", opt.lr()},
                                {"throughput/images_per_s", rate}});
+    if (!options.checkpoint.empty() && zero != nullptr) zero->consolidate_state_dict(0);  // every rank
     if (!options.checkpoint.empty() && run.is_main()) {
       StateDict state;
       for (auto& [name, t] : model.state_dict()) state.emplace_back("model." + name, t);
