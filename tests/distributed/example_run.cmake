@@ -28,13 +28,7 @@ file(WRITE "${WORK_DIR}/corpus.txt" "${text}")
 set(common --device cpu --threads 1 --data "${WORK_DIR}/corpus.txt" --valid-fraction 0.2 --embedding 8 --hidden 16
   --layers 1 --bptt 16 --warmup 2 --seed 3)
 
-function(run_or_fail what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${status}):\n${out}\n${err}")
-  endif()
-  set(output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_or_fail.cmake)
 
 # The first-epoch "train loss A  valid loss B" of an output, as one string.
 function(epoch_losses output result)

@@ -42,6 +42,22 @@ void backward(nn::Sequential& model, int64_t step) {
   cross_entropy(model.forward(e.input), e.target).backward();
 }
 
+// `steps` training steps of the sharded optimiser and a plain one in lockstep, each on its own
+// copy of the model, with the same gradients; `after_step` runs after each (a scheduler's step).
+void train_in_lockstep(
+    nn::Sequential& model, nn::Sequential& reference, optim::Optimizer& sharded, optim::Optimizer& plain, int steps,
+    const std::function<void()>& after_step = [] {}) {
+  for (int s = 0; s < steps; ++s) {
+    backward(model, s);
+    backward(reference, s);
+    sharded.step();
+    plain.step();
+    sharded.zero_grad();
+    plain.zero_grad();
+    after_step();
+  }
+}
+
 void expect_bit_identical(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(testing::values(a[i]), testing::values(b[i])) << "parameter " << i;
@@ -80,16 +96,10 @@ TEST(ZeroRedundancy, MlpAdamWithSchedulerMatchesOneProcessBitForBit) {
   optim::Adam plain(reference->parameters(), optim::AdamOptions(1e-2));
   // The scheduler sets the full groups' lr; each step hands it to the local optimiser.
   optim::StepLR sched(opt, 2, 0.5), plain_sched(plain, 2, 0.5);
-  for (int s = 0; s < 6; ++s) {
-    backward(*model, s);
-    backward(*reference, s);
-    opt.step();
-    plain.step();
-    opt.zero_grad();
-    plain.zero_grad();
+  train_in_lockstep(*model, *reference, opt, plain, 6, [&] {
     sched.step();
     plain_sched.step();
-  }
+  });
   EXPECT_EQ(opt.lr(), plain.lr());
   if (opt.local_optimizer() != nullptr) EXPECT_EQ(opt.local_optimizer()->lr(), plain.lr() * 2);  // synced at step
   expect_bit_identical(model->parameters(), reference->parameters());
@@ -123,14 +133,7 @@ TEST(ZeroRedundancy, ParamGroupsWithSgdAndAdamWMatchOneProcess) {
     std::unique_ptr<optim::Optimizer> plain = make(groups(*reference));
     ASSERT_EQ(opt.param_groups().size(), 2u);
     EXPECT_EQ(opt.param_groups()[1].lr(), 0.05);
-    for (int s = 0; s < 4; ++s) {
-      backward(*model, s);
-      backward(*reference, s);
-      opt.step();
-      plain->step();
-      opt.zero_grad();
-      plain->zero_grad();
-    }
+    train_in_lockstep(*model, *reference, opt, *plain, 4);
     expect_bit_identical(model->parameters(), reference->parameters());
     // Two groups' options and SGD's momentum buffers consolidate to the plain optimiser's too.
     opt.consolidate_state_dict(0);
@@ -230,14 +233,7 @@ TEST(ZeroRedundancy, ConsolidatedStateDictIsThePlainOptimizersAndLoadsBack) {
   };
   ZeroRedundancyOptimizer opt(model->parameters(), world_ptr(), make);
   std::unique_ptr<optim::Optimizer> plain = make({optim::ParamGroup(reference->parameters())});
-  for (int s = 0; s < 3; ++s) {
-    backward(*model, s);
-    backward(*reference, s);
-    opt.step();
-    plain->step();
-    opt.zero_grad();
-    plain->zero_grad();
-  }
+  train_in_lockstep(*model, *reference, opt, *plain, 3);
   const StateDict want = plain->state_dict();
   for (int to : {0, n - 1}) {
     opt.consolidate_state_dict(to);

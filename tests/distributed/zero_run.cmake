@@ -5,7 +5,8 @@
 #      reports rank 0 holding less optimiser state than all ranks together.
 #   3. Its checkpoint (the consolidated state, a plain Adam's) resumes epoch 3 with --zero and
 #      without, and both print what resuming the plain run's checkpoint prints.
-#   4. The control: another seed prints other losses, so the comparisons can fail.
+#   4. The same holds under --amp bf16.
+#   5. The control: another seed prints other losses, so the comparisons can fail.
 # Inputs (-D): MPIEXEC, NP_FLAG, MPI_FLAGS (a ;-list), EXAMPLE (mlp_fashion's path), WORK_DIR.
 cmake_minimum_required(VERSION 3.16)
 
@@ -13,13 +14,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(common --device cpu --threads 1 --limit 256 --batch-size 32 --hidden 32 --seed 5)
 
-function(run_or_fail what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${status}):\n${out}\n${err}")
-  endif()
-  set(output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_or_fail.cmake)
 
 # Every "epoch N  train loss A  test accuracy B" of an output (the timing left out), as one string.
 function(epoch_results output result)
@@ -61,6 +56,15 @@ epoch_results("${output}" resumed_zero_plain)
 if(NOT resumed_zero STREQUAL resumed_plain OR NOT resumed_zero_plain STREQUAL resumed_plain)
   message(FATAL_ERROR "the resumed epoch 3 differs:\n  plain: ${resumed_plain}\n  zero: ${resumed_zero}\n"
     "  zero's checkpoint, plain Adam: ${resumed_zero_plain}")
+endif()
+
+# Under bf16 autocast too (the loss goes through the examples' mixed-precision step).
+run_or_fail("the plain bf16 run" ${mpi} --epochs 1 --amp bf16)
+epoch_results("${output}" plain_bf16)
+run_or_fail("the --zero bf16 run" ${mpi} --epochs 1 --amp bf16 --zero)
+epoch_results("${output}" zero_bf16)
+if(NOT plain_bf16 STREQUAL zero_bf16)
+  message(FATAL_ERROR "--zero --amp bf16 trained differently:\n  plain: ${plain_bf16}\n  zero:  ${zero_bf16}")
 endif()
 
 run_or_fail("the control run (another seed)" ${mpi} --epochs 2 --zero --seed 6)

@@ -465,41 +465,32 @@ void check_p2p(const char* op, const Tensor& tensor, int peer, const char* peer_
            " to or from itself");
   TG_CHECK(tag >= 0 && tag <= max_tag, "ProcessGroup: ", op, ": tag ", tag, " is out of range [0, ", max_tag, "]");
 }
-}  // namespace
-
-Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
-  Impl& g = *impl_;
-  check_p2p("send", tensor, dst, "dst", tag, g.rank, g.size, g.max_tag);
+// One half of a pair, queued for the MPI thread (send: to `peer`; recv: from it).
+Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int peer, int tag) {
+  const char* op = is_send ? "send" : "recv";
+  check_p2p(op, tensor, peer, is_send ? "dst" : "src", tag, g.rank, g.size, g.max_tag);
+  if (!is_send) tensor.storage()->bump_version();  // the recv writes it
   auto job = std::make_shared<detail::P2pJob>();
-  job->work = std::make_shared<WorkState>("send");
-  job->is_send = true;
-  job->peer = dst;
+  job->work = std::make_shared<WorkState>(op);
+  job->is_send = is_send;
+  job->peer = peer;
   job->tag = tag;
   job->tensor = tensor;
-  job->what = str_cat("send to rank ", dst, " (", dtype_name(tensor.dtype()), " ", shape_str(tensor.sizes()), ", tag ",
-                      tag, ")");
+  job->what = str_cat(op, is_send ? " to rank " : " from rank ", peer, " (", dtype_name(tensor.dtype()), " ",
+                      shape_str(tensor.sizes()), ", tag ", tag, ")");
   job->deadline = detail::deadline_after(Clock::now(), g.timeout);
   std::shared_ptr<WorkState> work = job->work;
   g.queue->submit_p2p(std::move(job));
   return Work(work);
 }
 
+}  // namespace
+
+Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  return submit_p2p(*impl_, true, tensor, dst, tag);
+}
 Work ProcessGroup::irecv(const Tensor& tensor, int src, int tag) {
-  Impl& g = *impl_;
-  check_p2p("recv", tensor, src, "src", tag, g.rank, g.size, g.max_tag);
-  tensor.storage()->bump_version();
-  auto job = std::make_shared<detail::P2pJob>();
-  job->work = std::make_shared<WorkState>("recv");
-  job->is_send = false;
-  job->peer = src;
-  job->tag = tag;
-  job->tensor = tensor;
-  job->what = str_cat("recv from rank ", src, " (", dtype_name(tensor.dtype()), " ", shape_str(tensor.sizes()),
-                      ", tag ", tag, ")");
-  job->deadline = detail::deadline_after(Clock::now(), g.timeout);
-  std::shared_ptr<WorkState> work = job->work;
-  g.queue->submit_p2p(std::move(job));
-  return Work(work);
+  return submit_p2p(*impl_, false, tensor, src, tag);
 }
 
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
