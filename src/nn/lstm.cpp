@@ -175,6 +175,31 @@ LSTM::LSTM(int64_t input_size, int64_t hidden_size, const LSTMOptions& options, 
   }
 }
 
+std::shared_ptr<LSTM> LSTM::slice_layers(int64_t first, int64_t last) const {
+  TG_CHECK(0 <= first && first < last && last <= options_.num_layers_, "LSTM::slice_layers: [", first, ", ", last,
+           ") is not a non-empty range of its ", options_.num_layers_, " layers");
+  LSTMOptions options = options_;
+  options.num_layers_ = last - first;
+  const int64_t in = first == 0 ? input_size_ : hidden_size_ * (options_.bidirectional_ ? 2 : 1);
+  Generator scratch(0);  // the initial values are overwritten; the default generator stays untouched
+  auto slice = std::make_shared<LSTM>(in, hidden_size_, options, &scratch);
+  const Tensor& like = weights_[0][0].w_ih;
+  slice->to(like.dtype());
+  slice->to(like.device());
+  autograd::NoGradGuard no_grad;
+  for (int64_t layer = 0; layer < options.num_layers_; ++layer) {
+    for (size_t d = 0; d < weights_[size_t(layer)].size(); ++d) {
+      const Weights& from = weights_[size_t(first + layer)][d];
+      Weights& to = slice->weights_[size_t(layer)][d];
+      to.w_ih.copy_(from.w_ih);
+      to.w_hh.copy_(from.w_hh);
+      if (from.b_ih.defined()) to.b_ih.copy_(from.b_ih);
+      if (from.b_hh.defined()) to.b_hh.copy_(from.b_hh);
+    }
+  }
+  return slice;
+}
+
 LSTMOutput LSTM::operator()(const Tensor& input, const Tensor& h0, const Tensor& c0, const Tensor& lengths) {
   LSTMOutput out = forward(input, h0, c0, lengths);
   if (has_forward_hooks()) run_forward_hooks({input, h0, c0, lengths}, {out.output, out.h_n, out.c_n});

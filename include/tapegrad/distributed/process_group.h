@@ -130,6 +130,12 @@ class ProcessGroup {
   // The largest tag this MPI allows (at least 8190).
   int max_tag() const;
 
+  // Makes the group unusable at once: every send and recv in flight fails (their buffers stay with
+  // MPI until the process exits) and so does every later call, with an Error that holds `reason`;
+  // the destructor then waits for nothing. For a job that must stop after a rank failed, when its
+  // peers cannot know which of its messages will never be answered (Pipeline does this).
+  void abort(const std::string& reason);
+
   struct Impl;
 
  private:

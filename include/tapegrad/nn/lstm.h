@@ -111,7 +111,14 @@ class LSTM : public Module {
   LSTMOutput operator()(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
                         const Tensor& lengths = Tensor());
   std::string name() const override { return "LSTM"; }
+  int64_t input_size() const { return input_size_; }
   int64_t hidden_size() const { return hidden_size_; }
+  const LSTMOptions& options() const { return options_; }
+  // A new LSTM of layers [first, last) of this one, with copies of their weights (renamed from _l0)
+  // on this one's device and dtype and the same options; e.g. one stage of a pipeline
+  // (tapegrad/distributed/pipeline.h). The dropout this LSTM applies after layer last - 1 (when it
+  // is not the last) is not part of the slice. Throws for an empty or out-of-range range.
+  std::shared_ptr<LSTM> slice_layers(int64_t first, int64_t last) const;
   LstmImplementation implementation() const { return options_.implementation_; }
 
  protected:

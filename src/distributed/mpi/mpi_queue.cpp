@@ -80,6 +80,15 @@ bool MpiQueue::broken() const {
   return !broken_.empty();
 }
 
+void MpiQueue::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_.empty()) broken_ = str_cat("it was aborted: ", reason);
+    abort_p2p_ = true;
+  }
+  cv_.notify_all();
+}
+
 void MpiQueue::submit(MpiJob job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -133,11 +142,23 @@ void MpiQueue::work_loop() {
 
 bool MpiQueue::progress_p2p() {
   std::string broken;
+  bool aborting = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& job : new_p2p_) p2p_.push_back(std::move(job));
     new_p2p_.clear();
     broken = broken_;
+    aborting = abort_p2p_;
+  }
+  if (aborting) {
+    // Started or not, every pair fails now; a started one's buffers stay with MPI.
+    for (auto& job : p2p_) {
+      job->work->fail(std::make_exception_ptr(
+          Error(str_cat("ProcessGroup: ", job->what, ": the process group can no longer be used: ", broken))));
+      if (job->stage != 0) abandon_p2p(job);
+    }
+    p2p_.clear();
+    return false;
   }
   std::vector<std::tuple<bool, int, int>> active;  // the channels whose oldest job was seen
   std::vector<std::shared_ptr<P2pJob>> left;

@@ -66,9 +66,12 @@ class MpiQueue {
   std::vector<Tensor> run(MpiJob job);
   // Runs (or fails) what is queued, then joins the worker; idempotent.
   void stop();
-  // Whether a collective timed out (then the communicator must not be freed: MPI may still be
-  // using it and the abandoned buffers).
+  // Whether a collective timed out or the group was aborted (then the communicator must not be
+  // freed: MPI may still be using it and the abandoned buffers).
   bool broken() const;
+  // Fails every send and recv in flight and every collective not yet run with `reason`, keeping
+  // their buffers (MPI may still hold them); the group is broken from now on.
+  void abort(const std::string& reason);
 
  private:
   void work_loop();
@@ -93,6 +96,7 @@ class MpiQueue {
   std::vector<std::shared_ptr<P2pJob>> new_p2p_;  // submitted, not yet seen by the worker (under mutex_)
   std::vector<std::shared_ptr<P2pJob>> p2p_;      // in flight, in submission order (worker thread only)
   bool stop_ = false;
+  bool abort_p2p_ = false;  // abort() was called: the worker fails the p2p in flight (under mutex_)
   std::thread worker_;
 };
 

@@ -450,6 +450,10 @@ int ProcessGroup::max_tag() const {
   return impl_->max_tag;
 }
 
+void ProcessGroup::abort(const std::string& reason) {
+  impl_->queue->abort(reason);
+}
+
 namespace {
 // The checks every send/recv makes up front, on the caller's thread.
 void check_p2p(const char* op, const Tensor& tensor, int peer, const char* peer_name, int tag, int rank, int size,

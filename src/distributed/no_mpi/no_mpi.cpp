@@ -65,5 +65,6 @@ void ProcessGroup::recv(const Tensor&, int, int) {}
 int ProcessGroup::max_tag() const {
   return 0;
 }
+void ProcessGroup::abort(const std::string&) {}
 
 }  // namespace tapegrad::distributed

@@ -1,0 +1,42 @@
+// What the stages of a Pipeline say to each other. Every message between neighbours is a header
+// (an int64 tensor of fixed length) followed by the tensors it announces, each its own send with
+// the same tag: a forward's outputs go to the next stage, a backward's input gradients to the
+// previous one, and an abort (a rank failed) either way, with no tensors after it. Stage s only
+// receives from s - 1 (activations) and s + 1 (gradients), so one tag serves both directions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tapegrad/core/tensor.h"
+#include "tapegrad/distributed/process_group.h"
+
+namespace tapegrad::distributed::detail {
+
+struct PipelineMessage {
+  enum Kind : int64_t { kTensors = 1, kAbort = 2 };
+  static constexpr int kMaxTensors = 8;
+  static constexpr int kMaxDims = 8;
+  static constexpr int kPerTensor = 3 + kMaxDims;  // dtype, requires_grad, ndim, the dims
+  static constexpr int kHeaderLength = 4 + kMaxTensors * kPerTensor;
+
+  Kind kind = kTensors;
+  int64_t step = 0, micro_batch = 0;
+  int64_t failed_rank = -1;     // kAbort: the rank whose error stopped the step
+  std::vector<Tensor> tensors;  // kTensors, on the CPU
+  std::vector<bool> requires_grad;
+};
+
+// Sends `tensors` (staged to the CPU, detached) with their requires_grad flags; the Works complete
+// when the receiver has them. `what` names the message for errors ("stage 1's outputs").
+std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch,
+                               const std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
+                               const std::string& what);
+std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t step, int failed_rank);
+// Blocks for the next message from `peer`. A tensors message must be for (step, micro_batch): the
+// stages follow the same schedule, so anything else is a bug or a mismatched micro_batches, named.
+PipelineMessage receive(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch,
+                        const std::string& what);
+
+}  // namespace tapegrad::distributed::detail
