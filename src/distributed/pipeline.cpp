@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <utility>
 
 #include "distributed/pipeline_wire.h"
@@ -118,10 +119,13 @@ struct Pipeline::Run {
   int next() const { return pipe.stage_ + 1; }
   std::string name() const { return str_cat("stage ", pipe.stage_, " of ", pipe.stages_); }
 
+  // Messages from the previous stage (activations) and the next one (gradients), M of each.
+  std::unique_ptr<detail::MessageReceiver> from_prev, from_next;
+
   detail::PipelineMessage receive(int peer, int64_t micro_batch, const char* what) {
     const Clock::time_point start = Clock::now();
-    detail::PipelineMessage message =
-        detail::receive(group, peer, pipe.options_.tag_, step, micro_batch, str_cat(name(), " receiving ", what));
+    detail::MessageReceiver& from = peer == prev() ? *from_prev : *from_next;
+    detail::PipelineMessage message = from.next(step, micro_batch, str_cat(name(), " receiving ", what));
     waiting += std::chrono::duration<double>(Clock::now() - start).count();
     if (message.kind == detail::PipelineMessage::kAbort) throw AbortReceived{peer, int(message.failed_rank)};
     return message;
@@ -238,7 +242,12 @@ struct Pipeline::Run {
   void execute(const std::exception_ptr& setup_error) {
     if (setup_error) std::rethrow_exception(setup_error);
     check_arguments();
-    slots.resize(size_t(pipe.options_.micro_batches_));
+    const int64_t micro_batches = pipe.options_.micro_batches_;
+    slots.resize(size_t(micro_batches));
+    if (!pipe.is_first())
+      from_prev = std::make_unique<detail::MessageReceiver>(group, prev(), pipe.options_.tag_, micro_batches);
+    if (!pipe.is_last())
+      from_next = std::make_unique<detail::MessageReceiver>(group, next(), pipe.options_.tag_, micro_batches);
     for (const Action& a :
          schedule_of(pipe.options_.schedule_, pipe.stage_, pipe.stages_, pipe.options_.micro_batches_))
       a.forward ? forward(a.micro_batch) : backward(a.micro_batch);
@@ -296,7 +305,7 @@ double Pipeline::step(const std::vector<MicroBatch>& inputs, const std::vector<M
 double Pipeline::run_step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
                           const std::vector<double>& loss_weights, const std::exception_ptr& setup_error) {
   const Clock::time_point start = Clock::now();
-  Run run{*this, *group_, inputs, targets, loss_weights, steps_, {}, {}, 0, 0, 0, 0, 0};
+  Run run{*this, *group_, inputs, targets, loss_weights, steps_, {}, {}, 0, 0, 0, 0, 0, nullptr, nullptr};
   std::string error;
   bool failed_here = false;
   try {

@@ -55,10 +55,23 @@ std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t ste
   return {group.isend(header, peer, tag)};
 }
 
-Message receive(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch, const std::string& what) {
-  Tensor header = empty({Message::kHeaderLength}, kInt64);
-  group.recv(header, peer, tag);
-  const int64_t* h = header.data<int64_t>();
+MessageReceiver::MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected)
+    : group_(&group), peer_(peer), tag_(tag), left_(expected) {
+  if (left_ > 0) post_header();
+}
+
+void MessageReceiver::post_header() {
+  header_ = empty({Message::kHeaderLength}, kInt64);
+  header_work_ = group_->irecv(header_, peer_, tag_);
+  --left_;
+}
+
+Message MessageReceiver::next(int64_t step, int64_t micro_batch, const std::string& what) {
+  TG_CHECK(header_work_.defined(), "Pipeline: ", what, ": internal: no message from rank ", peer_, " was expected");
+  header_work_.wait();
+  header_work_ = Work();
+  const int64_t* h = header_.data<int64_t>();
+  const int peer = peer_, tag = tag_;
   Message message;
   message.kind = Message::Kind(h[0]);
   message.step = h[2];
@@ -84,7 +97,8 @@ Message receive(ProcessGroup& group, int peer, int tag, int64_t step, int64_t mi
     message.requires_grad.push_back(slot[1] != 0);
   }
   std::vector<Work> works;
-  for (const Tensor& t : message.tensors) works.push_back(group.irecv(t, peer, tag));
+  for (const Tensor& t : message.tensors) works.push_back(group_->irecv(t, peer, tag));
+  if (left_ > 0) post_header();  // after this message's tensors: pairs on a channel match in order
   for (const Work& w : works) w.wait();
   return message;
 }

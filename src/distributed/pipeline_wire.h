@@ -34,9 +34,24 @@ std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t s
                                const std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
                                const std::string& what);
 std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t step, int failed_rank);
-// Blocks for the next message from `peer`. A tensors message must be for (step, micro_batch): the
-// stages follow the same schedule, so anything else is a bug or a mismatched micro_batches, named.
-PipelineMessage receive(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch,
-                        const std::string& what);
+// Receives one neighbour's messages of a step, in order. The receive of the next header is posted
+// as soon as the previous message's tensors are, so its rendezvous runs on the group's worker while
+// this stage computes; only the tensors' receives wait for the caller.
+class MessageReceiver {
+ public:
+  // `expected`: how many messages this step brings from `peer` (none are posted beyond that).
+  MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected);
+  // Blocks for the next message. A tensors message must be for (step, micro_batch): the stages
+  // follow the same schedule, so anything else is a bug or a mismatched micro_batches, named.
+  PipelineMessage next(int64_t step, int64_t micro_batch, const std::string& what);
+
+ private:
+  void post_header();
+  ProcessGroup* group_;
+  int peer_, tag_;
+  int64_t left_;  // headers not yet posted
+  Tensor header_;
+  Work header_work_;
+};
 
 }  // namespace tapegrad::distributed::detail

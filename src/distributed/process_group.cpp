@@ -52,6 +52,15 @@ void WorkState::fail(std::exception_ptr e) {
 
 void WorkState::wait() {
   {
+    struct Waiting {
+      std::atomic<int>* count;
+      explicit Waiting(std::atomic<int>* c) : count(c) {
+        if (count) ++*count;
+      }
+      ~Waiting() {
+        if (count) --*count;
+      }
+    } waiting(waiters.get());
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return done; });
     if (error) std::rethrow_exception(error);

@@ -2,6 +2,7 @@
 // backend that runs the collective completes or fails it; wait() blocks on it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -37,6 +38,9 @@ struct WorkState {
   // device has finished (never blocks) and wait for it (throws on timeout). Empty for MPI work.
   std::function<bool()> device_query;
   std::function<void()> device_wait;
+  // Counts the callers blocked in wait() on the backend's work, so that the backend's worker tests
+  // its requests without pausing while one is (that caller's core is idle anyway). May be null.
+  std::shared_ptr<std::atomic<int>> waiters;
 };
 
 }  // namespace tapegrad::distributed::detail

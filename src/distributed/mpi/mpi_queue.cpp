@@ -114,17 +114,29 @@ void MpiQueue::submit_p2p(std::shared_ptr<P2pJob> job) {
 }
 
 void MpiQueue::work_loop() {
+  int64_t moves_seen = 0, idle_rounds = 0;
   for (;;) {
     MpiJob job;
     bool have_job = false;
     bool p2p_pending = progress_p2p();
+    // Rounds since a p2p last moved: a pair's header, answer and payload follow each other within
+    // microseconds once both sides are at it, so right after a move, or while a caller is blocked
+    // on some work, the worker only yields; a pair whose peer is busy elsewhere is tested at the
+    // collectives' pace (every 100 us, ~1% of a core).
+    idle_rounds = p2p_moves_ != moves_seen ? 0 : idle_rounds + 1;
+    moves_seen = p2p_moves_;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       auto ready = [&] { return stop_ || !jobs_.empty() || !new_p2p_.empty(); };
       // With p2p in flight the worker keeps testing it (MPI only progresses inside calls), at the
-      // collectives' polling pace; otherwise it sleeps until something is submitted.
-      if (p2p_pending) {
-        cv_.wait_for(lock, std::chrono::microseconds(100), ready);
+      // pace above; otherwise it sleeps until something is submitted.
+      if (p2p_pending && (idle_rounds < 200 || *waiters_ > 0) && !ready()) {
+        lock.unlock();
+        std::this_thread::yield();
+        continue;
+      } else if (p2p_pending) {
+        const int64_t pause_us = std::min<int64_t>(100, 10 * (idle_rounds - 199));
+        cv_.wait_for(lock, std::chrono::microseconds(pause_us), ready);
       } else {
         cv_.wait(lock, ready);
       }
@@ -222,6 +234,7 @@ void MpiQueue::advance(P2pJob& job) {
                 "MPI_Irecv");
     }
     job.stage = 1;
+    ++p2p_moves_;
     return;
   }
   int done = 0;
@@ -252,9 +265,11 @@ void MpiQueue::advance(P2pJob& job) {
       }
     }
     job.stage = 2;
+    ++p2p_moves_;
     if (!job.requests.empty()) return;
   }
   job.stage = -1;
+  ++p2p_moves_;
   if (job.matched) {
     job.work->complete({job.tensor});
   } else {
@@ -303,8 +318,8 @@ bool MpiQueue::poll(std::vector<MPI_Request>& requests, Clock::time_point deadli
     }
     if (done) return true;
     if (Clock::now() >= deadline) return false;
-    progress_p2p();  // p2p in flight moves on while a collective waits (a peer may need it to join)
-    if (tries < 50) {
+    progress_p2p();                     // p2p in flight moves on while a collective waits (a peer may need it to join)
+    if (tries < 50 || *waiters_ > 0) {  // a blocked caller leaves its core to this loop
       std::this_thread::yield();
     } else {
       pause = std::min(std::chrono::microseconds(100), pause + std::chrono::microseconds(10));

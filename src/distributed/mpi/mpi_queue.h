@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -62,6 +63,8 @@ class MpiQueue {
   void submit(MpiJob job);
   // Starts a send or recv; the worker advances it alongside the collectives.
   void submit_p2p(std::shared_ptr<P2pJob> job);
+  // The count of callers blocked on this queue's work (WorkState::waiters).
+  const std::shared_ptr<std::atomic<int>>& waiters() const { return waiters_; }
   // Runs `job` and waits for it (the caller's bootstrap steps).
   std::vector<Tensor> run(MpiJob job);
   // Runs (or fails) what is queued, then joins the worker; idempotent.
@@ -95,6 +98,8 @@ class MpiQueue {
   std::deque<MpiJob> jobs_;
   std::vector<std::shared_ptr<P2pJob>> new_p2p_;  // submitted, not yet seen by the worker (under mutex_)
   std::vector<std::shared_ptr<P2pJob>> p2p_;      // in flight, in submission order (worker thread only)
+  std::shared_ptr<std::atomic<int>> waiters_ = std::make_shared<std::atomic<int>>(0);
+  int64_t p2p_moves_ = 0;  // p2p stage changes so far (worker thread only)
   bool stop_ = false;
   bool abort_p2p_ = false;  // abort() was called: the worker fails the p2p in flight (under mutex_)
   std::thread worker_;

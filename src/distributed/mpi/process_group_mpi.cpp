@@ -141,6 +141,7 @@ struct ProcessGroup::Impl {
   std::shared_ptr<WorkState> submit(const char* name, CollectiveDesc desc, std::string what, bool exchange,
                                     MpiJob job) {
     job.work = std::make_shared<WorkState>(name);
+    job.work->waiters = queue->waiters();
     job.desc = desc;
     job.what = std::move(what);
     job.exchange_descs = exchange;
@@ -476,6 +477,7 @@ Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int p
   if (!is_send) tensor.storage()->bump_version();  // the recv writes it
   auto job = std::make_shared<detail::P2pJob>();
   job->work = std::make_shared<WorkState>(op);
+  job->work->waiters = g.queue->waiters();
   job->is_send = is_send;
   job->peer = peer;
   job->tag = tag;
