@@ -102,6 +102,7 @@ struct Pipeline::Run {
   const std::vector<MicroBatch>& targets;
   std::vector<double> weights;  // the last stage's loss weights
   int64_t step;
+  bool training;  // forwards and backwards; else forwards only (eval_step)
   // Per micro-batch, what its backward needs: the received inputs that get gradients, the outputs
   // (or the weighted loss) to backpropagate from.
   struct InFlight {
@@ -140,7 +141,7 @@ struct Pipeline::Run {
       detail::PipelineMessage message = receive(prev(), m, "activations");
       for (size_t i = 0; i < message.tensors.size(); ++i) {
         Tensor t = message.tensors[i].to(pipe.options_.device_);
-        if (message.requires_grad[i]) {
+        if (training && message.requires_grad[i]) {
           t.requires_grad_(true);
           slot.inputs.push_back(t);
         }
@@ -149,7 +150,7 @@ struct Pipeline::Run {
     }
     const Clock::time_point start = Clock::now();
     std::vector<Tensor> out;
-    if (pipe.options_.checkpoint_ && !in.empty()) {
+    if (training && pipe.options_.checkpoint_ && !in.empty()) {
       const StageForward& fn = pipe.forward_;
       out = checkpoint([&fn, m](const std::vector<Tensor>& xs) { return fn(xs, m); }, in);
     } else {
@@ -160,15 +161,15 @@ struct Pipeline::Run {
       TG_CHECK(mb_loss.defined() && mb_loss.numel() == 1 && mb_loss.is_floating_point(), "Pipeline: ", name(),
                ": the loss of micro-batch ", m, " must be one floating-point value, got ",
                mb_loss.defined() ? str_cat(dtype_name(mb_loss.dtype()), " ", shape_str(mb_loss.sizes())) : "undefined");
-      TG_CHECK(mb_loss.requires_grad(), "Pipeline: ", name(), ": the loss of micro-batch ", m,
+      TG_CHECK(!training || mb_loss.requires_grad(), "Pipeline: ", name(), ": the loss of micro-batch ", m,
                " does not require grad (no parameter or received activation reaches it)");
       Tensor weighted = mb_loss * weights[size_t(m)];
       loss += weighted.item();
-      slot.roots = {weighted};
+      if (training) slot.roots = {weighted};
     } else {
       std::vector<bool> requires_grad;
       for (const Tensor& t : out) {
-        const bool rg = t.defined() && t.requires_grad() && t.is_floating_point();
+        const bool rg = training && t.defined() && t.requires_grad() && t.is_floating_point();
         requires_grad.push_back(rg);
         if (rg) slot.roots.push_back(t);
       }
@@ -177,6 +178,7 @@ struct Pipeline::Run {
       sends.insert(sends.end(), works.begin(), works.end());
     }
     compute += std::chrono::duration<double>(Clock::now() - start).count();
+    if (!training) return;  // nothing is kept for a backward
     slot.alive = true;
     max_in_flight = std::max(max_in_flight, ++in_flight);
   }
@@ -210,7 +212,7 @@ struct Pipeline::Run {
   void check_arguments() {
     const PipelineOptions& o = pipe.options_;
     const size_t micro_batches = size_t(o.micro_batches_);
-    TG_CHECK(autograd::grad_enabled(),
+    TG_CHECK(!training || autograd::grad_enabled(),
              "Pipeline::step: grad mode is off (NoGradGuard or InferenceMode); step() "
              "runs forwards and backwards");
     if (pipe.is_first())
@@ -246,10 +248,13 @@ struct Pipeline::Run {
     slots.resize(size_t(micro_batches));
     if (!pipe.is_first())
       from_prev = std::make_unique<detail::MessageReceiver>(group, prev(), pipe.options_.tag_, micro_batches);
+    if (!training) {
+      for (int64_t m = 0; m < micro_batches; ++m) forward(m);
+      return;
+    }
     if (!pipe.is_last())
       from_next = std::make_unique<detail::MessageReceiver>(group, next(), pipe.options_.tag_, micro_batches);
-    for (const Action& a :
-         schedule_of(pipe.options_.schedule_, pipe.stage_, pipe.stages_, pipe.options_.micro_batches_))
+    for (const Action& a : schedule_of(pipe.options_.schedule_, pipe.stage_, pipe.stages_, micro_batches))
       a.forward ? forward(a.micro_batch) : backward(a.micro_batch);
   }
 };
@@ -294,18 +299,25 @@ double Pipeline::step(const Tensor& input, const Tensor& target) {
   } catch (const Error&) {
     error = std::current_exception();
   }
-  return run_step(inputs, targets, {}, error);
+  return run_step(inputs, targets, {}, error, true);
 }
 
 double Pipeline::step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
                       const std::vector<double>& loss_weights) {
-  return run_step(inputs, targets, loss_weights, nullptr);
+  return run_step(inputs, targets, loss_weights, nullptr, true);
+}
+
+double Pipeline::eval_step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
+                           const std::vector<double>& loss_weights) {
+  autograd::NoGradGuard no_grad;
+  return run_step(inputs, targets, loss_weights, nullptr, false);
 }
 
 double Pipeline::run_step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
-                          const std::vector<double>& loss_weights, const std::exception_ptr& setup_error) {
+                          const std::vector<double>& loss_weights, const std::exception_ptr& setup_error,
+                          bool training) {
   const Clock::time_point start = Clock::now();
-  Run run{*this, *group_, inputs, targets, loss_weights, steps_, {}, {}, 0, 0, 0, 0, 0, nullptr, nullptr};
+  Run run{*this, *group_, inputs, targets, loss_weights, steps_, training, {}, {}, 0, 0, 0, 0, 0, nullptr, nullptr};
   std::string error;
   bool failed_here = false;
   try {

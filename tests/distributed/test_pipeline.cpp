@@ -141,6 +141,29 @@ TEST(Pipeline, OneFOneBHoldsFewerMicroBatchesThanGPipe) {
   EXPECT_EQ(one_f.steps(), 1);
 }
 
+TEST(Pipeline, EvalStepRunsTheForwardsOnly) {
+  auto model = make_mlp(9, world().size() + 1), reference = make_mlp(9, world().size() + 1);
+  auto stage = distributed::split_sequential(*model, world().size())[size_t(world().rank())];
+  Pipeline pipe(stage, world_ptr(), PipelineOptions().micro_batches(3));
+  pipe.set_loss([](const std::vector<Tensor>& out, const std::vector<Tensor>& target, int64_t) {
+    return cross_entropy(out[0], target[0]);
+  });
+  Example e = batch(3, 9);
+  std::vector<MicroBatch> in, tg;
+  for (int64_t m = 0; m < 3; ++m) {
+    in.push_back({e.input.narrow(0, 3 * m, 3)});
+    tg.push_back({e.target.narrow(0, 3 * m, 3)});
+  }
+  const double loss =
+      pipe.eval_step(pipe.is_first() ? in : std::vector<MicroBatch>{}, pipe.is_last() ? tg : std::vector<MicroBatch>{});
+  EXPECT_NEAR(loss, cross_entropy(reference->forward(e.input), e.target).item(), 1e-6);
+  for (const Tensor& p : stage->parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_EQ(pipe.last_step_times().max_in_flight, 0);
+  EXPECT_EQ(pipe.steps(), 1);
+  // A training step after it still matches (the eval left nothing behind in the channels).
+  EXPECT_NEAR(pipe.step(e.input, e.target), loss, 1e-6);
+}
+
 // A stacked LSTM cut by layers (LSTM::slice_layers), time-major with per-row lengths passed along
 // from stage to stage, and a Linear head on the last stage.
 TEST(Pipeline, StackedLstmWithLengthsMatchesOneProcess) {

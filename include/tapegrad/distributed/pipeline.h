@@ -129,6 +129,11 @@ class Pipeline {
   // Splits `input` (first stage) and `target` (last stage) along batch_dim into micro_batches
   // nearly equal parts (torch.chunk's sizes; fewer rows than micro-batches throws).
   double step(const Tensor& input, const Tensor& target);
+  // The forwards alone (torch's schedule.eval()), with grad mode off: every stage's forward of
+  // every micro-batch in turn and the last stage's losses, weighted as by step(); nothing is kept
+  // for a backward and no .grad() changes. Returns the weighted loss on every rank; counts as a step.
+  double eval_step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
+                   const std::vector<double>& loss_weights = {});
 
   int stage() const { return stage_; }
   int num_stages() const { return stages_; }
@@ -142,7 +147,7 @@ class Pipeline {
 
  private:
   double run_step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
-                  const std::vector<double>& loss_weights, const std::exception_ptr& setup_error);
+                  const std::vector<double>& loss_weights, const std::exception_ptr& setup_error, bool training);
 
   StageForward forward_;
   StageLoss loss_;
