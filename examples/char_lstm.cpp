@@ -5,15 +5,19 @@
 // generates text from a checkpoint. --metrics / --tensorboard log the same numbers (and the mean
 // gradient norm before clipping) per epoch and at every --eval-every line. --distributed: DDP
 // over an MPI job, each rank training on its share of the records of every batch.
+// --pipeline-stages N: the model cut by LSTM layers across the N processes of an MPI job, trained
+// with micro-batches in the 1F1B schedule (char_lstm_pipeline.h).
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
 
 #include "amp_cli.h"
 #include "char_lstm_model.h"
+#include "char_lstm_pipeline.h"
 #include "distributed_cli.h"
 #include "example_util.h"
 #include "metrics_cli.h"
@@ -52,7 +56,11 @@ void add_options(cxxopts::Options& cli) {
       "resume", "continue training from this checkpoint (or, with --sample, generate from it)", text(""))(
       "sample", "generate N characters from the --resume checkpoint (greedy and sampled) instead of training",
       text("0"))("temperature", "sampling temperature (> 0)", text("0.8"))(
-      "prime", "text the generated characters continue", text(""))("h,help", "this help");
+      "prime", "text the generated characters continue", text(""))(
+      "pipeline-stages",
+      "cut the model by LSTM layers across the N processes of an MPI launch (mpirun -np N ... --pipeline-stages N)",
+      text("0"))("micro-batches", "micro-batches per batch with --pipeline-stages (>= 1)", text("4"))("h,help",
+                                                                                                      "this help");
   examples::add_metrics_options(cli);
   examples::add_distributed_options(cli);
   examples::add_amp_options(cli);
@@ -63,6 +71,7 @@ struct Options {
   std::string metrics, metrics_csv, tensorboard;
   double valid_fraction, max_minutes, dropout, lr, min_lr, weight_decay, clip, temperature;
   int64_t limit_records, epochs, batch_size, bptt, batches_per_bucket, warmup, eval_every, sample;
+  int64_t pipeline_stages, micro_batches;
   bool bucketing;
   examples::CharModelConfig model;
   bool embedding_given, hidden_given, layers_given;  // on the command line, not defaults
@@ -120,6 +129,21 @@ Options read_options(const cxxopts::ParseResult& args) {
   o.sample = int_flag(args, "sample", 0, int64_t{1} << 30);
   o.temperature = real_flag(args, "temperature", 0.0, 1e6, true);
   o.prime = args["prime"].as<std::string>();
+  o.pipeline_stages = int_flag(args, "pipeline-stages", 0, 1 << 16);
+  o.micro_batches = int_flag(args, "micro-batches", 1, 1 << 20);
+  if (o.pipeline_stages > 0) {
+    // What the pipelined loop does not do (yet): say so rather than ignore the flag.
+    for (const char* flag : {"distributed", "checkpoint", "resume", "sample", "metrics", "metrics-csv", "tensorboard",
+                             "eval-every", "max-minutes", "amp"})
+      if (args.count(flag))
+        throw UsageError(std::string("--pipeline-stages does not support --") + flag +
+                         " yet (pipeline training runs whole epochs and prints its losses)");
+    if (o.pipeline_stages > o.model.layers)
+      throw UsageError("--pipeline-stages " + std::to_string(o.pipeline_stages) +
+                       " needs at least as many --layers, got " + std::to_string(o.model.layers));
+  } else if (args.count("micro-batches")) {
+    throw UsageError("--micro-batches only applies with --pipeline-stages");
+  }
   o.metrics = args["metrics"].as<std::string>();
   o.metrics_csv = args["metrics-csv"].as<std::string>();
   o.tensorboard = args["tensorboard"].as<std::string>();
@@ -488,6 +512,133 @@ double evaluate_all_ranks(examples::CharModel& model, const TextDataset& data, i
   return sums[0] / sums[1];
 }
 
+// Per batch: linear warm-up from lr/100, then cosine decay to min_lr at the last epoch's end.
+std::function<double(int64_t)> lr_factor(const Options& o, int64_t total_steps) {
+  const double floor_factor = o.min_lr / o.lr;
+  const int64_t warmup = std::min(o.warmup, std::max<int64_t>(total_steps - 1, 0));
+  const bool constant = o.schedule == "constant";
+  return [=](int64_t step) {
+    if (constant) return 1.0;
+    if (step < warmup) return 0.01 + 0.99 * double(step) / double(warmup);
+    const double progress = std::min(1.0, double(step - warmup) / double(std::max<int64_t>(total_steps - warmup, 1)));
+    return floor_factor + (1 - floor_factor) * 0.5 * (1 + std::cos(M_PI * progress));
+  };
+}
+
+// Validation loss (nats per character) through the pipeline: every record, in length order, as
+// examples::evaluate_nats reads them on one process.
+double evaluate_pipelined(examples::CharStage& stage, examples::CharPipeline& pipe, const TextDataset& data,
+                          int64_t batch_size, int64_t bptt) {
+  stage.train(false);
+  BucketBatchSamplerOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  BucketBatchSampler sampler(data.lengths(), options);
+  double loss_sum = 0;
+  int64_t targets = 0;
+  for (const std::vector<int64_t>& indices : sampler.batches(0)) {
+    const Example batch = data.get_batch(indices);
+    const int64_t micro_batches = pipe.micro_batches_for(batch.input.size(1));
+    stage.reset_state(micro_batches);
+    for (const Example& chunk : split_bptt(batch, bptt)) {
+      const int64_t real = padding_stats(chunk).real;
+      if (real == 0) continue;
+      loss_sum += pipe.run(chunk, micro_batches, false) * double(real);
+      targets += real;
+    }
+  }
+  stage.train(true);
+  return targets > 0 ? loss_sum / double(targets) : 0.0;
+}
+
+// --pipeline-stages: this rank trains its stage of the model on every batch, all ranks in step.
+// Same data, batches, initial weights, optimiser groups, clipping and schedule as one process, so
+// the losses it prints are one process's to float rounding.
+int train_pipelined(const Options& o, const examples::DistributedRun& run) {
+  if (run.size() != o.pipeline_stages)
+    throw UsageError("--pipeline-stages " + std::to_string(o.pipeline_stages) +
+                     " needs as many processes (mpirun -np " + std::to_string(o.pipeline_stages) + "); this job has " +
+                     std::to_string(run.size()));
+  TextCorpusOptions corpus_options;
+  corpus_options.valid_fraction = o.valid_fraction;
+  corpus_options.seed = o.seed;
+  TextCorpus corpus(o.data, corpus_options);
+  const TextDataset train_set = first_records(corpus.train(), o.limit_records);
+  const TextDataset valid_set = first_records(corpus.valid(), o.limit_records);
+  if (valid_set.size() == 0) throw Error("no validation records in " + o.data);
+  examples::CharModelConfig config = o.model;
+  config.vocab = corpus.vocab().size();
+  // The whole model first, so that every stage starts from one process's initial weights.
+  auto whole = std::make_unique<examples::CharModel>(config);
+  examples::CharStage stage(*whole, run.rank(), run.size());
+  whole.reset();
+  examples::CharPipeline pipe(stage, run.group(), o.micro_batches);
+  optim::Adam opt(stage.param_groups(o.weight_decay), optim::AdamOptions(o.lr));
+
+  BucketBatchSamplerOptions sampler_options;
+  sampler_options.batch_size = o.batch_size;
+  sampler_options.bucketing = o.bucketing;
+  sampler_options.batches_per_bucket = o.batches_per_bucket;
+  sampler_options.seed = o.seed;
+  BucketBatchSampler sampler(train_set.lengths(), sampler_options);
+  const int64_t per_epoch = sampler.size();
+  optim::LambdaLR schedule(opt, lr_factor(o, per_epoch * o.epochs));
+  const std::vector<double> bytes = run.sum(std::vector<double>{double(stage.parameter_bytes())});
+  std::printf("char_lstm pipelined over %d stages (%d processes), %" PRId64
+              " micro-batches of each batch, 1F1B: %" PRId64 " train / %" PRId64 " validation records, %" PRId64
+              " ids; embedding %" PRId64 ", %" PRId64 "-layer LSTM %" PRId64 ", batch %" PRId64 ", bptt %" PRId64
+              ", %" PRId64 " batches/epoch; parameters %.0f bytes on stage 0, %.0f on all stages\n",
+              run.size(), run.size(), o.micro_batches, train_set.size(), valid_set.size(), config.vocab,
+              config.embedding, config.layers, config.hidden, o.batch_size, o.bptt, per_epoch,
+              double(stage.parameter_bytes()), bytes[0]);
+  std::fflush(stdout);
+  const int64_t eval_batch = std::max<int64_t>(o.batch_size, 64);
+  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    DataLoader loader(train_set, sampler);
+    loader.set_epoch(epoch);
+    examples::TrainTotals totals;
+    double idle = 0, steps_timed = 0;
+    examples::Stopwatch clock;
+    for (const Example& batch : loader) {
+      totals.padding += padding_stats(batch);
+      const int64_t micro_batches = pipe.micro_batches_for(batch.input.size(1));
+      stage.reset_state(micro_batches);
+      for (const Example& chunk : split_bptt(batch, o.bptt)) {
+        const int64_t real = padding_stats(chunk).real;
+        if (real == 0) continue;
+        opt.zero_grad();
+        const double loss = pipe.run(chunk, micro_batches, true);
+        if (!std::isfinite(loss))
+          throw Error("the training loss became " + std::to_string(loss) + " after " +
+                      std::to_string(totals.steps + 1) + " steps; stopping (a lower --lr or --clip may help)");
+        if (o.clip > 0) {
+          totals.grad_norm_sum += pipe.clip_grad_norm(o.clip);
+          ++totals.grad_norms;
+        }
+        opt.step();
+        totals.loss_sum += loss * double(real);
+        totals.targets += real;
+        ++totals.steps;
+        idle += 1 - pipe.last_times().compute / pipe.last_times().total;
+        ++steps_timed;
+      }
+      schedule.step();
+    }
+    const double seconds = run.max(clock.seconds());
+    const double valid = evaluate_pipelined(stage, pipe, valid_set, eval_batch, o.bptt);
+    const double idle_mean = run.sum(idle / std::max(steps_timed, 1.0)) / run.size();
+    std::printf("epoch %2" PRId64
+                "  train loss %.4f  valid loss %.4f  bpc %.3f  %.0f chars/s  padding %.1f%%  "
+                "lr %.2e  %.0f s  idle %.0f%% (bubble bound %.0f%%)\n",
+                epoch, totals.mean_loss(), valid, examples::bits(valid),
+                double(totals.targets) / std::max(seconds, 1e-9), 100 * totals.padding.padding_share(),
+                schedule.get_last_lr().front(), seconds, 100 * idle_mean,
+                100 * distributed::pipeline_bubble_bound(run.size(), o.micro_batches));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int train(const Options& flags, Device device, const examples::DistributedRun& run, amp::GradScaler* scaler) {
   Options o = flags;
   std::optional<Checkpoint> ck;
@@ -556,15 +707,7 @@ int train(const Options& flags, Device device, const examples::DistributedRun& r
   BucketBatchSampler sampler(train_set.lengths(), sampler_options);
   const int64_t per_epoch = sampler.size(), total_steps = per_epoch * o.epochs;
 
-  // Per batch: linear warm-up from lr/100, then cosine decay to min_lr at the last epoch's end.
-  const double floor_factor = o.min_lr / o.lr;
-  const int64_t warmup = std::min(o.warmup, std::max<int64_t>(total_steps - 1, 0));
-  optim::LambdaLR schedule(opt, [&](int64_t step) {
-    if (o.schedule == "constant") return 1.0;
-    if (step < warmup) return 0.01 + 0.99 * double(step) / double(warmup);
-    const double progress = std::min(1.0, double(step - warmup) / double(std::max<int64_t>(total_steps - warmup, 1)));
-    return floor_factor + (1 - floor_factor) * 0.5 * (1 + std::cos(M_PI * progress));
-  });
+  optim::LambdaLR schedule(opt, lr_factor(o, total_steps));
 
   Position start;
   if (ck) {
@@ -687,11 +830,15 @@ int main(int argc, char** argv) {
     examples::check_output_paths({{"data", options.data}, {"resume", options.resume}}, outputs,
                                  {{"checkpoint", "resume"}});
     examples::ProfileSession profile(*parsed);
-    const examples::DistributedRun run(*parsed);
+    const examples::DistributedRun run(*parsed, options.pipeline_stages > 0 ? "--pipeline-stages" : nullptr);
     const Device device = run.pick_device((*parsed)["device"].as<std::string>());
     // Training, validation and sampling all run under --amp; the gradients and the weights stay float32.
     examples::AmpSession amp(*parsed, device);
     if (run.enabled() && options.sample > 0) throw UsageError("--distributed only applies to training, not --sample");
+    if (options.pipeline_stages > 0) {
+      if (device != kCPU) throw UsageError("--pipeline-stages runs on the CPU only for now (--device cpu)");
+      return train_pipelined(options, run);
+    }
     return options.sample > 0 ? sample(options, device) : train(options, device, run, amp.scaler());
   });
 }

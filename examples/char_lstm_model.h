@@ -51,6 +51,9 @@ class CharModel : public tapegrad::nn::Module {
   }
   const CharModelConfig& config() const { return config_; }
   std::string name() const override { return "CharModel"; }
+  const std::shared_ptr<tapegrad::nn::Embedding>& embedding() const { return embedding_; }
+  const std::shared_ptr<tapegrad::nn::LSTM>& lstm() const { return lstm_; }
+  const std::shared_ptr<tapegrad::nn::Linear>& head() const { return head_; }
 
  private:
   CharModelConfig config_;

@@ -51,15 +51,18 @@ class DistributedRun {
   DistributedRun() = default;
   // With --distributed: joins the job (a UsageError when the build has no MPI) and silences stdout
   // on every rank but 0, so the examples' printf calls need no rank test.
-  explicit DistributedRun(const cxxopts::ParseResult& args) {
-    if (!args.count("distributed")) return;
+  // `join_flag`: join the job without --distributed, for that flag's kind of multi-process run
+  // (char_lstm's "--pipeline-stages"); null: only with --distributed.
+  explicit DistributedRun(const cxxopts::ParseResult& args, const char* join_flag = nullptr) {
+    if (!args.count("distributed") && join_flag == nullptr) return;
+    const std::string flag = args.count("distributed") || join_flag == nullptr ? "--distributed" : join_flag;
     if (!tapegrad::distributed::is_available())
-      throw UsageError(
-          "--distributed: this build has no MPI support (configure with -DTAPEGRAD_DISTRIBUTED=ON and "
-          "an MPI installed, e.g. libopenmpi-dev)");
+      throw UsageError(flag +
+                       ": this build has no MPI support (configure with -DTAPEGRAD_DISTRIBUTED=ON and "
+                       "an MPI installed, e.g. libopenmpi-dev)");
     group_ = tapegrad::distributed::init_process_group();
     if (group_->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
-      throw tapegrad::Error("--distributed: rank " + std::to_string(group_->rank()) + " cannot silence stdout");
+      throw tapegrad::Error(flag + ": rank " + std::to_string(group_->rank()) + " cannot silence stdout");
   }
   ~DistributedRun() {
     if (group_) {
