@@ -2,6 +2,9 @@
 //   --models mlp_seed:1024,...  DDP training steps of named configurations (benchmarks/models),
 //                               the global batch split evenly over the ranks: step time,
 //                               throughput, and the communication the step waited for.
+//   --zero                      also the same DDP steps with ZeroRedundancyOptimizer (Adam's state
+//                               sharded over the ranks): mode "zero"; the last column is the
+//                               optimiser-state bytes of the rank that holds the most.
 //   --allreduce                 MPI_Allreduce (float32 sum, in place) and ProcessGroup::all_reduce
 //                               (average, as DDP calls it) at 4 KiB to 64 MiB.
 // Rank 0 prints one CSV line per measurement; benchmarks/distributed/run_distributed.sh launches
@@ -42,7 +45,7 @@ double max_over_ranks(distributed::ProcessGroup* group, double value) {
 // sync = false trains every rank on its own (no DDP): the compute the step would take without
 // communication, under the same sharing of the cores.
 void time_model(const std::string& spec, int steps, int warmup, bool sync,
-                const std::shared_ptr<distributed::ProcessGroup>& group) {
+                const std::shared_ptr<distributed::ProcessGroup>& group, bool zero = false) {
   const size_t colon = spec.find(':');
   const bench::NamedConfig& config = bench::named_config(spec.substr(0, colon));
   const int64_t global_batch =
@@ -52,7 +55,15 @@ void time_model(const std::string& spec, int steps, int warmup, bool sync,
            ranks, " ranks");
   // The run's model and batches; the step is written out here to time its phases.
   bench::TrainingRun run(config.shape, global_batch / ranks, kCPU, 0, config.lr);
-  optim::Adam opt(run.model().parameters(), optim::AdamOptions(config.lr));
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (zero)
+    optimizer = std::make_unique<distributed::ZeroRedundancyOptimizer>(
+        run.model().parameters(), group, [lr = config.lr](std::vector<optim::ParamGroup> groups) {
+          return std::make_unique<optim::Adam>(std::move(groups), optim::AdamOptions(lr));
+        });
+  else
+    optimizer = std::make_unique<optim::Adam>(run.model().parameters(), optim::AdamOptions(config.lr));
+  optim::Optimizer& opt = *optimizer;
   int64_t next = 0;
   std::vector<double> forward_ms, backward_ms, optimizer_ms;
   auto step = [&](bool timed) {
@@ -108,14 +119,18 @@ void time_model(const std::string& spec, int steps, int warmup, bool sync,
   const double bwd = max_over_ranks(group.get(), bench::median(backward_ms));
   const double upd = max_over_ranks(group.get(), bench::median(optimizer_ms));
   const int buckets = ddp ? int(ddp->bucket_parameter_names().size()) : 0;
+  const double state_bytes = max_over_ranks(
+      group.get(), zero ? double(static_cast<distributed::ZeroRedundancyOptimizer&>(opt).local_state_bytes())
+                        : double(distributed::optimizer_state_bytes(opt)));
   if (!group || group->rank() == 0)
-    std::printf("model,%s,%lld,%d,%d,%s,%.3f,%.1f,%.3f,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f\n", config.name.c_str(),
+    std::printf("model,%s,%lld,%d,%d,%s,%.3f,%.1f,%.3f,%.3f,%.3f,%d,%.3f,%.3f,%.3f,%.3f,%.0f\n", config.name.c_str(),
                 static_cast<long long>(global_batch), ranks, get_num_threads(),
-                reduce ? "ddp"
-                : sync ? "single"
-                       : "nosync",
+                zero     ? "zero"
+                : reduce ? "ddp"
+                : sync   ? "single"
+                         : "nosync",
                 median_ms, double(global_batch) * steps / total_s, exposed, busy,
-                median_ms > 0 ? exposed / median_ms : 0.0, buckets, min_ms, fwd, bwd, upd);
+                median_ms > 0 ? exposed / median_ms : 0.0, buckets, min_ms, fwd, bwd, upd, state_bytes);
   std::fflush(stdout);
 }
 
@@ -161,6 +176,7 @@ int main(int argc, char** argv) {
                                                          cxxopts::value<int>()->default_value("30"))(
       "warmup", "untimed steps first", cxxopts::value<int>()->default_value("3"))(
       "nosync", "also time the steps without DDP (compute alone)")(
+      "zero", "also time the DDP steps with ZeroRedundancyOptimizer")(
       "threads", "CPU threads per rank", cxxopts::value<int>()->default_value("1"))("header", "print the CSV headers")(
       "h,help", "this help");
   try {
@@ -179,7 +195,7 @@ int main(int argc, char** argv) {
       if (args.count("header") && group->rank() == 0)
         std::printf(
             "# model,name,global_batch,ranks,threads,mode,step_ms,examples_per_s,exposed_comm_ms,comm_busy_ms,"
-            "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms\n# "
+            "exposed_fraction,buckets,min_step_ms,forward_ms,backward_ms,optimizer_ms,optimizer_state_bytes\n# "
             "allreduce,bytes,ranks,iters,mpi_us,process_group_us,mpi_algbw_GBps,"
             "mpi_min_us,process_group_min_us\n");
       if (args.count("allreduce")) time_allreduce(group);
@@ -189,6 +205,7 @@ int main(int argc, char** argv) {
         time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), true, group);
         if (args.count("nosync") && group->size() > 1)
           time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), false, group);
+        if (args.count("zero")) time_model(spec, args["steps"].as<int>(), args["warmup"].as<int>(), true, group, true);
       }
       group.reset();
       distributed::destroy_process_group();

@@ -10,6 +10,24 @@ models have one DDP bucket (under 25 MB), so nothing overlaps backward and the w
 exposed: efficiency(p) = compute / (compute + T(gradient bytes, p)).
 
     benchmarks/distributed/cost_model.py results.csv
+
+Two more models, from the other benchmarks' CSV lines:
+
+    benchmarks/distributed/cost_model.py pipeline bench_pipeline.csv
+        Pipeline parallelism (bench_pipeline). A message between stages is two point-to-point
+        transfers (a header, then the tensor): t_msg = 2 alpha + bytes / B, alpha and B from the
+        ping-pong lines. With S equal stages, M micro-batches and c = one stage's compute per
+        micro-batch (measured: the step's compute over M), both schedules finish after
+        (M + S - 1) slots of c plus a forward and a backward message:
+            T(M) = (M + S - 1) (c + 2 t_msg),   idle(M) = 1 - M c / T(M)
+        which is the (S - 1) / (M + S - 1) bubble when messages are free.
+
+    benchmarks/distributed/cost_model.py zero bench_distributed.csv
+        ZeroRedundancyOptimizer (bench_distributed --zero). The state per rank is Adam's two
+        moments of the parameters the greedy partition gives it (largest tensor first, to the
+        least-loaded rank), so at p ranks the largest share is at least max(total / p, largest
+        tensor); each step adds one broadcast per parameter (alpha_b + bytes / B_b each, the
+        all-reduce fit's alpha and B) to the optimiser phase.
 """
 import sys
 
@@ -87,5 +105,75 @@ def main(path):
                   + " / ".join(f"{c / (c + t):.0%}" for c in (0.2e-3, 0.5e-3, 2e-3)))
 
 
+# Parameter tensor sizes (elements) of the named configurations, for the ZeRO partition.
+TENSORS = {
+    "mlp_seed": [1000 * 512, 512, 512 * 10, 10],
+    "mlp_fashion": [784 * 512, 512, 512 * 256, 256, 256 * 10, 10],
+}
+
+
+def greedy_partition(sizes, p):
+    """Elements per rank under ZeroRedundancyOptimizer's partition."""
+    load = [0] * p
+    for n in sorted(sizes, reverse=True):
+        r = load.index(min(load))
+        load[r] += n
+    return load
+
+
+def zero(path):
+    rows = {}
+    for line in open(path):
+        f = line.strip().split(",")
+        if f[0] == "model" and len(f) >= 17:
+            rows[(f[1], int(f[3]), f[5])] = {"step": float(f[6]), "opt": float(f[15]), "bytes": float(f[16])}
+    print("model, ranks: optimiser-state bytes on the fullest rank, measured / predicted (1/p of the total), "
+          "optimiser phase ms (zero vs plain)")
+    for (name, p, mode), r in sorted(rows.items()):
+        if mode != "zero" or name not in TENSORS:
+            continue
+        sizes = TENSORS[name]
+        predicted = max(greedy_partition(sizes, p)) * 8  # two float32 moments
+        total = sum(sizes) * 8
+        plain = rows.get((name, p, "ddp"), rows.get((name, p, "single")))
+        print(f"  {name} p={p}: {r['bytes']:.0f} / {predicted} bytes (total {total}, total/p {total / p:.0f}); "
+              f"optimiser {r['opt']:.2f} ms vs {plain['opt'] if plain else float('nan'):.2f} ms plain; "
+              f"step {r['step']:.2f} ms vs {plain['step'] if plain else float('nan'):.2f} ms")
+
+
+def pipeline(path):
+    pings, runs, reference = {}, [], None
+    for line in open(path):
+        f = line.strip().split(",")
+        if f[0] == "pingpong":
+            pings[int(f[1])] = float(f[2]) * 1e-6
+        elif f[0] == "pipeline":
+            runs.append({"schedule": f[1], "S": int(f[2]), "M": int(f[3]), "batch": int(f[4]), "width": int(f[5]),
+                         "step": float(f[6]) * 1e-3, "bound": float(f[8]), "compute": float(f[10]) * 1e-3,
+                         "idle": float(f[11])})
+        elif f[0] == "reference":
+            reference = float(f[6]) * 1e-3
+    (n0, t0), (n1, t1) = sorted(pings.items())[0], sorted(pings.items())[-1]
+    bandwidth = (n1 - n0) / max(t1 - t0, 1e-12)
+    alpha = t0 - n0 / bandwidth
+    print(f"point to point: alpha {alpha * 1e6:.1f} us, B {bandwidth / 1e9:.2f} GB/s "
+          f"(one-way {t0 * 1e6:.1f} us at {n0} B, {t1 * 1e6:.1f} us at {n1} B)")
+    if reference:
+        print(f"one process, whole model: {reference * 1e3:.2f} ms a step")
+    print("schedule  S  M   step ms measured / predicted   idle measured / predicted / bound")
+    for r in runs:
+        c = r["compute"] / r["M"]
+        header = 4 + 8 * 11  # int64 words of the pipeline's header
+        message = 2 * alpha + (r["batch"] // r["M"] * r["width"] * 4 + header * 8) / bandwidth
+        t = (r["M"] + r["S"] - 1) * (c + 2 * message)
+        print(f"{r['schedule']:>8} {r['S']:2d} {r['M']:2d}   {r['step'] * 1e3:7.2f} / {t * 1e3:7.2f}"
+              f"              {r['idle']:.2f} / {1 - r['M'] * c / t:.2f} / {r['bound']:.2f}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "pipeline":
+        pipeline(sys.argv[2])
+    elif sys.argv[1] == "zero":
+        zero(sys.argv[2])
+    else:
+        main(sys.argv[1])
