@@ -131,6 +131,29 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
                                                   static_cast<cudaStream_t>(stream.handle()));
 }
 
+void copy_to_host_async(const Tensor& dst, const Tensor& src) {
+  constexpr const char* op = "cuda::copy_to_host_async";
+  TG_CHECK(dst.defined() && src.defined(), op, ": undefined ", dst.defined() ? "source" : "destination");
+  TG_CHECK(src.device().is_cuda(), op, ": the source must be on a CUDA device, got ", src.device());
+  TG_CHECK(dst.device().is_cpu(), op, ": the destination must be a CPU tensor, got ", dst.device());
+  TG_CHECK(src.is_contiguous() && dst.is_contiguous(), op, ": expected contiguous tensors, got a ",
+           src.is_contiguous() ? "non-contiguous destination" : "non-contiguous source");
+  TG_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), op,
+           ": expected tensors of one dtype and size, got ", src.dtype(), " ", shape_str(src.sizes()), " and ",
+           dst.dtype(), " ", shape_str(dst.sizes()));
+  const size_t nbytes = static_cast<size_t>(src.numel()) * src.itemsize();
+  const int device = src.device().index();
+  DeviceGuard guard(device);
+  cudaStream_t stream = cuda_backend::current_stream(device);
+  // The DMA writes the block later: the allocator must not hand it out again before the stream has
+  // passed the copy (Note [pinned blocks]), and pageable memory would make the copy synchronous.
+  TG_CHECK(dst.is_pinned() && cuda_backend::pinned_host_allocator().record_use(dst.data_ptr(), nbytes, stream, device),
+           op, ": the destination must be in pinned memory (Tensor::pin_memory or cuda::host_allocator)");
+  if (nbytes == 0) return;
+  note_copy();
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, stream), op);
+}
+
 HostMemoryStats host_memory_stats() {
   return cuda_backend::pinned_host_allocator().stats();
 }

@@ -27,6 +27,7 @@
 #include "tapegrad/data/text.h"
 #include "tapegrad/data/vocab.h"
 #include "tapegrad/distributed/ddp.h"
+#include "tapegrad/distributed/offload.h"
 #include "tapegrad/distributed/pipeline.h"
 #include "tapegrad/distributed/process_group.h"
 #include "tapegrad/distributed/sampler.h"

@@ -70,6 +70,15 @@ bool caching_allocator_enabled();
 // `stream` has passed that work. Memory not from the caching allocator is ignored.
 void record_stream(const Tensor& tensor, const Stream& stream);
 
+// Queues a copy of `src` (a contiguous tensor on a CUDA device) into `dst` (a contiguous CPU tensor
+// in pinned memory, of src's dtype and element count) on the current stream of src's device, and
+// returns without waiting, as PyTorch's dst.copy_(src, non_blocking=True) into pinned memory: dst
+// holds the values once that stream has passed the copy (record an Event after the call and wait
+// for it; until then neither read nor write dst). Freeing dst early is safe: its block is reused
+// only after the stream has passed the copy. Throws tapegrad::Error for any other pair of tensors.
+// (Tensor::copy_ and Tensor::to from a device wait for the copy instead.)
+void copy_to_host_async(const Tensor& dst, const Tensor& src);
+
 // The pinned host allocator.
 struct HostMemoryStats {
   size_t allocated_bytes = 0;          // in pinned blocks owned by tensors

@@ -129,6 +129,9 @@ bool caching_allocator_enabled() {
 void record_stream(const Tensor&, const Stream&) {
   no_cuda("cuda::record_stream");
 }
+void copy_to_host_async(const Tensor&, const Tensor&) {
+  no_cuda("cuda::copy_to_host_async");
+}
 
 HostMemoryStats host_memory_stats() {
   return {};
