@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <string>
 #include <utility>
 
 #include "optim/param_state.h"
@@ -192,10 +193,29 @@ void ZeroRedundancyOptimizer::step() {
   check_groups();
   consolidated_.clear();
   consolidated_to_ = -1;
+  std::string error;
   if (local_) {
-    sync_local_groups();
-    local_->step();
+    try {
+      sync_local_groups();
+      local_->step();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
+  // A rank whose update threw would never join the broadcasts below and leave the others waiting
+  // for the timeout: every rank says whether its update went through first.
+  const int rank = group_->rank();
+  Tensor failed = zeros({group_->size()}, kFloat64);
+  if (!error.empty()) failed.data<double>()[rank] = 1;
+  group_->all_reduce(failed);
+  std::string ranks;
+  for (int r = 0; r < group_->size(); ++r)
+    if (failed.data<double>()[r] != 0) ranks += tapegrad::detail::str_cat(ranks.empty() ? "" : ", ", r);
+  const int64_t step = steps_++;
+  if (!ranks.empty())
+    TG_CHECK(false, kName, ".step: step ", step, " failed on rank", ranks.find(',') == std::string::npos ? " " : "s ",
+             ranks, error.empty() ? "; no parameter was broadcast" : tapegrad::detail::str_cat(": ", error),
+             error.empty() ? "" : "; no parameter was broadcast, and this rank's shard may be partly updated");
   autograd::NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (parameter, its contiguous copy that travelled)
   std::vector<Work> works;
@@ -313,6 +333,55 @@ void ZeroRedundancyOptimizer::load_param_state(const StateDict& entries, const s
       if (g.has(option)) local.emplace_back(prefix + option, full({}, g.get(option), kFloat64));
   }
   local_->load_state_dict(local);
+}
+
+StateDict ZeroRedundancyOptimizer::sharded_state_dict() const {
+  StateDict state;
+  if (local_)
+    for (auto& [key, t] : local_->state_dict()) {
+      if (is_group_entry(key)) continue;
+      const auto [index, field] = optim::parse_state_key(key, owned_.size(), kName);
+      state.emplace_back(std::to_string(owned_[index]) + "." + field, t);
+    }
+  for (auto& entry : group_state_dict()) state.push_back(std::move(entry));
+  std::vector<double> owners(owner_.begin(), owner_.end());
+  state.emplace_back("zero.world_size", full({}, group_->size(), kFloat64));
+  state.emplace_back("zero.rank", full({}, group_->rank(), kFloat64));
+  state.emplace_back("zero.owners", tensor<double>(owners, {int64_t(owners.size())}));
+  return state;
+}
+
+void ZeroRedundancyOptimizer::load_sharded_state_dict(const StateDict& state) {
+  const std::string ctx = tapegrad::detail::str_cat(kName, ".load_sharded_state_dict");
+  std::map<std::string, Tensor> meta;
+  StateDict rest;
+  for (const auto& entry : state) {
+    if (entry.first.rfind("zero.", 0) == 0)
+      meta[entry.first] = entry.second;
+    else
+      rest.push_back(entry);
+  }
+  for (const char* key : {"zero.world_size", "zero.rank", "zero.owners"})
+    TG_CHECK(meta.count(key) && meta[key].defined(), ctx, ": '", key,
+             "' is missing: not a sharded state dict (a consolidated one loads with load_state_dict)");
+  const int64_t world = int64_t(meta["zero.world_size"].item()), saved_rank = int64_t(meta["zero.rank"].item());
+  TG_CHECK(world == group_->size(), ctx, ": the state was saved by ", world, " ranks and this group has ",
+           group_->size(),
+           "; a sharded state resumes on the same world size only (to change it, save with "
+           "consolidate_state_dict + state_dict and load that with load_state_dict)");
+  TG_CHECK(saved_rank == group_->rank(), ctx, ": the state is rank ", saved_rank, "'s shard, loaded on rank ",
+           group_->rank(), " (each rank loads the file it saved)");
+  const Tensor owners = meta["zero.owners"].to(kFloat64).contiguous();
+  bool same = owners.numel() == int64_t(owner_.size());
+  for (int64_t i = 0; same && i < owners.numel(); ++i) same = int(owners.data<double>()[i]) == owner_[size_t(i)];
+  TG_CHECK(same, ctx, ": the state was saved under another partition of the parameters (", owners.numel(),
+           " parameters saved, ", owner_.size(), " here): the same model and parameter groups are needed");
+  for (const auto& [key, t] : rest) {
+    if (is_group_entry(key)) continue;
+    const auto [index, field] = optim::parse_state_key(key, params_.size(), kName);
+    TG_CHECK(owner_[index] == group_->rank(), ctx, ": '", key, "' belongs to rank ", owner_[index], "'s shard");
+  }
+  load_state_dict(rest);
 }
 
 int64_t ZeroRedundancyOptimizer::local_state_bytes() const {

@@ -139,6 +139,12 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 StateDict Optimizer::state_dict() const {
   StateDict state = param_state_dict();
+  for (auto& entry : group_state_dict()) state.push_back(std::move(entry));
+  return state;
+}
+
+StateDict Optimizer::group_state_dict() const {
+  StateDict state;
   int64_t offset = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];

@@ -4,6 +4,7 @@
 // parameter's update is the same code whichever optimiser runs it (the CPU's multi-tensor and
 // per-parameter updates are bit-identical), so the replicas must equal the reference bit for bit.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <functional>
 
@@ -277,6 +278,65 @@ TEST(ZeroRedundancy, ConsolidatedStateDictIsThePlainOptimizersAndLoadsBack) {
   testing::expect_error([&] { opt.consolidate_state_dict(n); }, {"consolidate_state_dict", "out of range"});
 }
 
+// Sharded checkpoints: each rank saves its shard to a file of its own and loads it back; training
+// on matches the uninterrupted run bit for bit. Another world size, another rank's file or a
+// consolidated dict is refused, changing nothing.
+TEST(ZeroRedundancy, ShardedStateDictResumesOnTheSameWorldSize) {
+  const int n = world().size(), r = world().rank();
+  auto model = make_mlp(13), reference = make_mlp(13);
+  ZeroRedundancyOptimizer opt(model->parameters(), world_ptr(), adam());
+  optim::Adam plain(reference->parameters(), optim::AdamOptions(1e-2));
+  optim::StepLR sched(opt, 2, 0.5), plain_sched(plain, 2, 0.5);
+  train_in_lockstep(*model, *reference, opt, plain, 3, [&] {
+    sched.step();
+    plain_sched.step();
+  });
+  const std::string path =
+      ::testing::TempDir() + "zero_shard_" + std::to_string(n) + "_" + std::to_string(r) + ".safetensors";
+  StateDict saved = opt.sharded_state_dict();
+  save_safetensors(path, saved);
+  // Only this rank's parameters carry state.
+  for (const auto& [key, t] : saved)
+    if (key.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(key[0])))
+      EXPECT_EQ(opt.rank_of(size_t(std::stoll(key.substr(0, key.find('.'))))), r) << key;
+
+  auto resumed = make_mlp(13);
+  {
+    std::vector<Tensor> src = model->parameters(), dst = resumed->parameters();
+    autograd::NoGradGuard no_grad;
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  ZeroRedundancyOptimizer loaded(resumed->parameters(), world_ptr(), adam(0.5));  // options come from the file
+  loaded.load_sharded_state_dict(load_safetensors(path));
+  EXPECT_EQ(loaded.lr(), opt.lr());
+  for (int s = 3; s < 6; ++s) {
+    backward(*resumed, s);
+    backward(*reference, s);
+    loaded.step();
+    plain.step();
+    loaded.zero_grad();
+    plain.zero_grad();
+  }
+  expect_bit_identical(resumed->parameters(), reference->parameters());
+
+  auto edited = [&](const std::string& key, double value) {
+    StateDict copy = saved;
+    for (auto& [k, t] : copy)
+      if (k == key) t = full({}, value, kFloat64);
+    return copy;
+  };
+  testing::expect_error([&] { loaded.load_sharded_state_dict(edited("zero.world_size", n + 2)); },
+                        {"load_sharded_state_dict", "saved by " + std::to_string(n + 2) + " ranks",
+                         "this group has " + std::to_string(n), "load_state_dict"});
+  testing::expect_error([&] { loaded.load_sharded_state_dict(edited("zero.rank", (r + 1) % n)); },
+                        {"load_sharded_state_dict", "rank " + std::to_string((r + 1) % n) + "'s shard"});
+  opt.consolidate_state_dict(0);
+  if (r == 0)
+    testing::expect_error([&] { loaded.load_sharded_state_dict(opt.state_dict()); },
+                          {"load_sharded_state_dict", "zero.world_size", "not a sharded state dict"});
+  std::remove(path.c_str());
+}
+
 // Negative control: the local step alone moves only this rank's shard, so without the broadcast the
 // replicas differ; step() makes them agree again.
 TEST(ZeroRedundancy, WithoutTheBroadcastTheReplicasDiffer) {
@@ -353,6 +413,42 @@ TEST(ZeroRedundancyErrors, BadInputNamesTheOpAndTheCulprit) {
 
 // A wrong partition is caught: ranks that pass different parameters would broadcast into the
 // wrong tensors, so the constructor refuses them on every rank.
+// A local update that throws on one rank: every rank throws, naming it and the step, instead of
+// leaving the others in the broadcasts; the group stays usable and the next step goes through.
+class PlantedFailureAdam : public optim::Adam {
+ public:
+  PlantedFailureAdam(std::vector<optim::ParamGroup> groups, const bool* fail)
+      : optim::Adam(std::move(groups), optim::AdamOptions(1e-2)), fail_(fail) {}
+  void step() override {
+    if (*fail_) throw Error("planted failure in the local update");
+    optim::Adam::step();
+  }
+
+ private:
+  const bool* fail_;
+};
+
+TEST(ZeroRedundancyErrors, ALocalStepThatThrowsFailsEveryRankNamingItAndTheStep) {
+  const int r = world().rank();
+  auto model = make_mlp(6);
+  bool fail = false;
+  ZeroRedundancyOptimizer opt(model->parameters(), world_ptr(), [&fail](std::vector<optim::ParamGroup> groups) {
+    return std::make_unique<PlantedFailureAdam>(std::move(groups), &fail);
+  });
+  backward(*model, 0);
+  opt.step();
+  fail = r == 1;  // step 1 fails on rank 1 only
+  std::vector<std::string> want = {"ZeroRedundancyOptimizer.step", "step 1 failed on rank 1",
+                                   "no parameter was broadcast"};
+  if (r == 1) want.push_back("planted failure");
+  testing::expect_error([&] { opt.step(); }, want);
+  fail = false;
+  opt.step();  // the group is still usable: everyone steps and broadcasts again
+  EXPECT_EQ(opt.steps(), 3);
+  std::vector<std::vector<double>> all = params_of_every_rank(model->parameters());
+  for (const auto& a : all) EXPECT_EQ(a, all.front());
+}
+
 TEST(ZeroRedundancyErrors, RanksWithDifferentParametersAreRefused) {
   const int r = world().rank();
   std::vector<Tensor> params = {zeros({4}).requires_grad_(), zeros({6}).requires_grad_()};

@@ -26,8 +26,9 @@
 // parameters): its local optimiser is then null and it only receives broadcasts.
 //
 // Every rank must call the constructor, step() and consolidate_state_dict() together (they are
-// collectives). Not supported yet: add_param_group after construction, bucketed or overlapped
-// broadcasts (one broadcast per parameter), parameters_as_bucket_view, ZeRO stages 2 and 3.
+// collectives); sharded_state_dict() and load_sharded_state_dict() are local. Not supported yet:
+// add_param_group after construction, bucketed or overlapped broadcasts (one broadcast per
+// parameter), parameters_as_bucket_view, ZeRO stages 2 and 3.
 #pragma once
 
 #include <cstddef>
@@ -60,7 +61,11 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
 
   // The local optimiser's step on this rank's shard (after copying the groups' options to it),
   // then a broadcast of every parameter from its owner. Throws on every rank, before any parameter
-  // moves, when a group holds an invalid option.
+  // moves, when a group holds an invalid option. If the local step throws on some ranks (a gradient
+  // of the wrong shape, say), every rank throws instead of broadcasting, naming those ranks, the
+  // step (counting from 0) and, on each of them, its error; the group stays usable, but the
+  // failing owners' parameters may have been partly updated: reload a checkpoint. (One all_reduce
+  // of a status flag per step finds this out.)
   void step() override;
 
   // The rank that owns params()[index] / `param` (throws for one this optimiser does not hold).
@@ -78,6 +83,16 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // rank, or after a later step(), throws. load_state_dict() takes such a full state on every rank
   // and keeps this rank's shard.
   void consolidate_state_dict(int to = 0);
+
+  // Sharded checkpoints: this rank's part of the state alone, no communication. The entries are
+  // those of state_dict() (the same keys, so global parameter indices) for the parameters this rank
+  // owns, the groups' entries, and "zero.world_size", "zero.rank" and "zero.owners" (the partition).
+  // load_sharded_state_dict() takes the dict this rank saved and restores its shard and the groups'
+  // options; it refuses, changing nothing, a dict saved by another world size (naming both sizes and
+  // the way out: load a consolidated state dict), by another rank, or under another partition.
+  StateDict sharded_state_dict() const;
+  void load_sharded_state_dict(const StateDict& state);
+  int64_t steps() const { return steps_; }
 
   const ProcessGroup& process_group() const { return *group_; }
 
@@ -103,6 +118,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::unique_ptr<optim::Optimizer> local_;
   StateDict consolidated_;  // per-parameter entries with global indices, on rank `consolidated_to_`
   int consolidated_to_ = -1;
+  int64_t steps_ = 0;
 };
 
 // Bytes of the per-parameter state of `optimizer` (the tensors of its state_dict() besides the

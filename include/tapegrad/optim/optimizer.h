@@ -157,6 +157,8 @@ class Optimizer {
 
   // Checks every group (at the start of a step).
   void check_groups() const;
+  // state_dict()'s "param_groups." entries alone.
+  StateDict group_state_dict() const;
 
   std::vector<ParamGroup> groups_;
   std::vector<Tensor> params_;  // every group's parameters, in order
