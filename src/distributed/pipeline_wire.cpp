@@ -44,15 +44,15 @@ std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t s
     slot[2] = t.dim();
     for (int64_t d = 0; d < t.dim(); ++d) slot[3 + d] = t.size(d);
   }
-  std::vector<Work> works{group.isend(header, peer, tag)};
-  for (const Tensor& t : payload) works.push_back(group.isend(t, peer, tag));
+  std::vector<Work> works{isend_unchecked(group, header, peer, tag)};
+  for (const Tensor& t : payload) works.push_back(isend_unchecked(group, t, peer, tag));
   return works;
 }
 
 std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t step, int failed_rank) {
   Tensor header = new_header(Message::kAbort, step, 0);
   header.data<int64_t>()[1] = failed_rank;
-  return {group.isend(header, peer, tag)};
+  return {isend_unchecked(group, header, peer, tag)};
 }
 
 MessageReceiver::MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected)
@@ -62,7 +62,7 @@ MessageReceiver::MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t
 
 void MessageReceiver::post_header() {
   header_ = empty({Message::kHeaderLength}, kInt64);
-  header_work_ = group_->irecv(header_, peer_, tag_);
+  header_work_ = irecv_unchecked(*group_, header_, peer_, tag_);
   --left_;
 }
 
@@ -97,7 +97,7 @@ Message MessageReceiver::next(int64_t step, int64_t micro_batch, const std::stri
     message.requires_grad.push_back(slot[1] != 0);
   }
   std::vector<Work> works;
-  for (const Tensor& t : message.tensors) works.push_back(group_->irecv(t, peer, tag));
+  for (const Tensor& t : message.tensors) works.push_back(irecv_unchecked(*group_, t, peer, tag));
   if (left_ > 0) post_header();  // after this message's tensors: pairs on a channel match in order
   for (const Work& w : works) w.wait();
   return message;

@@ -35,9 +35,17 @@ namespace tapegrad::distributed {
 enum class ReduceOp { Sum, Avg, Max, Min };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", ...
 
+class ProcessGroup;
+class Work;
 namespace detail {
 struct WorkState;
-}
+// Point to point without the dtype/shape exchange, for protocols whose two sides already agree on
+// both (Pipeline's messages carry their own headers): the payload is posted at once under an MPI
+// tag of its own, so a small send completes without waiting for its recv. Not for users: a
+// mismatch here is undefined (MPI truncates or hangs) instead of an Error.
+Work isend_unchecked(ProcessGroup& group, const Tensor& tensor, int dst, int tag);
+Work irecv_unchecked(ProcessGroup& group, const Tensor& tensor, int src, int tag);
+}  // namespace detail
 
 // A collective in flight (torch.distributed's Work). Copies refer to the same collective.
 class Work {
@@ -139,6 +147,8 @@ class ProcessGroup {
   struct Impl;
 
  private:
+  friend Work detail::isend_unchecked(ProcessGroup&, const Tensor&, int, int);
+  friend Work detail::irecv_unchecked(ProcessGroup&, const Tensor&, int, int);
   std::unique_ptr<Impl> impl_;
 };
 

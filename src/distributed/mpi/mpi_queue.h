@@ -44,6 +44,11 @@ struct P2pJob {
   static constexpr int kHeaderLength = 3 + CollectiveDesc::kMaxDims;  // dtype, numel, dims, the dims
   std::shared_ptr<WorkState> work;
   bool is_send = true;
+  // An unchecked transfer: the two sides already agree on dtype and shape (a protocol above them
+  // settled it, as Pipeline's headers do), so the payload is posted at once under its own MPI tag
+  // (tag * 4 + 3), with no header and no answer. A small one completes without waiting for the
+  // peer (MPI's eager protocol); MPI keeps those of one (peer, tag) in order.
+  bool unchecked = false;
   int peer = 0, tag = 0;
   Tensor tensor;
   std::string what;  // for messages: "send to rank 1 (float32 [4], tag 0)"
@@ -63,6 +68,8 @@ class MpiQueue {
   void submit(MpiJob job);
   // Starts a send or recv; the worker advances it alongside the collectives.
   void submit_p2p(std::shared_ptr<P2pJob> job);
+  // An unchecked one: posted to MPI on the caller's thread, then tested by the worker.
+  void submit_unchecked(std::shared_ptr<P2pJob> job);
   // The count of callers blocked on this queue's work (WorkState::waiters).
   const std::shared_ptr<std::atomic<int>>& waiters() const { return waiters_; }
   // Runs `job` and waits for it (the caller's bootstrap steps).
@@ -86,6 +93,7 @@ class MpiQueue {
   // those of the next pair on the same channel. Returns whether jobs remain.
   bool progress_p2p();
   void advance(P2pJob& job);
+  void post_unchecked_locked(P2pJob& job, void* data, MPI_Datatype type);  // under mpi_mutex()
   void fail_p2p_timeout(std::shared_ptr<P2pJob> job);
 
   MPI_Comm comm_;

@@ -471,7 +471,7 @@ void check_p2p(const char* op, const Tensor& tensor, int peer, const char* peer_
   TG_CHECK(tag >= 0 && tag <= max_tag, "ProcessGroup: ", op, ": tag ", tag, " is out of range [0, ", max_tag, "]");
 }
 // One half of a pair, queued for the MPI thread (send: to `peer`; recv: from it).
-Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int peer, int tag) {
+Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int peer, int tag, bool unchecked = false) {
   const char* op = is_send ? "send" : "recv";
   check_p2p(op, tensor, peer, is_send ? "dst" : "src", tag, g.rank, g.size, g.max_tag);
   if (!is_send) tensor.storage()->bump_version();  // the recv writes it
@@ -479,6 +479,7 @@ Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int p
   job->work = std::make_shared<WorkState>(op);
   job->work->waiters = g.queue->waiters();
   job->is_send = is_send;
+  job->unchecked = unchecked;
   job->peer = peer;
   job->tag = tag;
   job->tensor = tensor;
@@ -486,11 +487,21 @@ Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int p
                       shape_str(tensor.sizes()), ", tag ", tag, ")");
   job->deadline = detail::deadline_after(Clock::now(), g.timeout);
   std::shared_ptr<WorkState> work = job->work;
-  g.queue->submit_p2p(std::move(job));
+  if (unchecked)
+    g.queue->submit_unchecked(std::move(job));
+  else
+    g.queue->submit_p2p(std::move(job));
   return Work(work);
 }
 
 }  // namespace
+
+Work detail::isend_unchecked(ProcessGroup& group, const Tensor& tensor, int dst, int tag) {
+  return submit_p2p(*group.impl_, true, tensor, dst, tag, true);
+}
+Work detail::irecv_unchecked(ProcessGroup& group, const Tensor& tensor, int src, int tag) {
+  return submit_p2p(*group.impl_, false, tensor, src, tag, true);
+}
 
 Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
   return submit_p2p(*impl_, true, tensor, dst, tag);
