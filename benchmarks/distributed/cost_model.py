@@ -130,12 +130,15 @@ def zero(path):
     print("model, ranks: optimiser-state bytes on the fullest rank, measured / predicted (1/p of the total), "
           "optimiser phase ms (zero vs plain)")
     for (name, p, mode), r in sorted(rows.items()):
-        if mode != "zero" or name not in TENSORS:
+        if mode != "zero":
             continue
-        sizes = TENSORS[name]
-        predicted = max(greedy_partition(sizes, p)) * 8  # two float32 moments
-        total = sum(sizes) * 8
         plain = rows.get((name, p, "ddp"), rows.get((name, p, "single")))
+        if name in TENSORS:
+            sizes = TENSORS[name]
+            predicted = max(greedy_partition(sizes, p)) * 8  # two float32 moments
+            total = sum(sizes) * 8
+        else:  # no tensor list here: the plain optimiser's measured bytes as the total
+            predicted, total = "?", plain["bytes"] if plain else float("nan")
         print(f"  {name} p={p}: {r['bytes']:.0f} / {predicted} bytes (total {total}, total/p {total / p:.0f}); "
               f"optimiser {r['opt']:.2f} ms vs {plain['opt'] if plain else float('nan'):.2f} ms plain; "
               f"step {r['step']:.2f} ms vs {plain['step'] if plain else float('nan'):.2f} ms")
