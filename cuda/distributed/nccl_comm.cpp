@@ -131,6 +131,20 @@ class Nccl : public NcclComm {
     });
   }
 
+  std::shared_ptr<WorkState> send(const Tensor& t, int peer) override {
+    return run("send", {t}, {t}, [&](cudaStream_t s) {
+      if (t.numel() > 0)
+        check_nccl(ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, s), "ncclSend");
+    });
+  }
+
+  std::shared_ptr<WorkState> recv(const Tensor& t, int peer) override {
+    return run("recv", {t}, {t}, [&](cudaStream_t s) {
+      if (t.numel() > 0)
+        check_nccl(ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, s), "ncclRecv");
+    });
+  }
+
  private:
   template <class Enqueue>
   std::shared_ptr<WorkState> run(const char* name, const std::vector<Tensor>& used, std::vector<Tensor> result,

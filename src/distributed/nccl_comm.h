@@ -25,6 +25,10 @@ class NcclComm {
   virtual std::shared_ptr<WorkState> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) = 0;
   virtual std::shared_ptr<WorkState> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                     ReduceOp op) = 0;
+  // Point to point with `peer` (a rank of this communicator): ncclSend / ncclRecv on the current
+  // stream. The caller has already paired the two calls and compared dtype and shape.
+  virtual std::shared_ptr<WorkState> send(const Tensor& tensor, int peer) = 0;
+  virtual std::shared_ptr<WorkState> recv(const Tensor& tensor, int peer) = 0;
 };
 
 // Joins the communicator of `device` (every rank calls this for its device at the same point).

@@ -50,6 +50,47 @@ TEST(ProcessGroupNccl, AllReduceBroadcastGatherScatterMatchTheCpu) {
   EXPECT_EQ(testing::values(out.cpu())[0], double(n * (n - 1) / 2 + n * r));
 }
 
+// Point to point on GPUs: a ring by rank parity (even ranks send first), isend/irecv of every
+// float dtype against what the CPU path moves, a zero-element tensor, a GPU pipeline's two
+// directions, and a shape mismatch failing on both sides before anything is queued.
+TEST(ProcessGroupNccl, SendRecvMatchTheCpuPath) {
+  std::string why;
+  if (skip_reason(why)) GTEST_SKIP() << why;
+  auto& g = world();
+  const int n = g.size(), r = g.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  Tensor mine = (arange(0, 2000, 1, kFloat32) + double(1000 * r)).to(my_gpu());
+  Tensor got = zeros({2000}).to(my_gpu());
+  if (r % 2 == 0) {
+    g.send(mine, next, 3);
+    g.recv(got, prev, 3);
+  } else {
+    g.recv(got, prev, 3);
+    g.send(mine, next, 3);
+  }
+  EXPECT_EQ(testing::values(got.cpu()), testing::values(arange(0, 2000, 1, kFloat32) + double(1000 * prev)));
+  for (DType dtype : {kFloat64, kFloat16, kBFloat16, kInt64}) {
+    Tensor out = full({3, 5}, double(r + 1), dtype).to(my_gpu()), in = zeros({3, 5}, dtype).to(my_gpu());
+    // One direction per pair of neighbours (0 -> 1, 2 -> 3, ...), a GPU pipeline's activations.
+    if (r % 2 == 0 && next != 0) {
+      distributed::Work w = g.isend(out, next, 4);
+      w.wait();
+    } else if (r % 2 == 1) {
+      g.irecv(in, prev, 4).wait();
+      EXPECT_EQ(testing::values(in.cpu())[0], double(prev + 1)) << dtype_name(dtype);
+    }
+  }
+  Tensor empty_out = zeros({0}).to(my_gpu());
+  if (r == 0) g.send(empty_out, 1, 5);
+  if (r == 1) g.recv(empty_out, 0, 5);
+  // A shape mismatch: the same Error on both sides, and the pair is used up.
+  if (r < 2) {
+    Tensor t = zeros({r == 0 ? 4 : 5}).to(my_gpu());
+    testing::expect_error([&] { r == 0 ? g.send(t, 1, 6) : g.recv(t, 0, 6); },
+                          {"send from rank 0 to rank 1", "do not match", "float32 [4] on a GPU", "[5]"});
+  }
+  g.barrier();
+}
+
 TEST(ProcessGroupNccl, SkipsOrRunsButNeverHangs) {
   // Negative control of the skip logic: a CPU collective still works in every build.
   Tensor t = ones({2});

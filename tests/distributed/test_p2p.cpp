@@ -218,11 +218,13 @@ TEST(ProcessGroupP2pErrors, MismatchFailsOnBothSides) {
   expect_equal(t, full({2}, double(g.size())));
 }
 
-TEST(ProcessGroupP2pErrors, CudaTensorsAreRefused) {
+// CUDA tensors go over NCCL (test_nccl.cpp); a build without NCCL refuses them up front.
+TEST(ProcessGroupP2pErrors, CudaTensorsWithoutNcclAreRefused) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (distributed::is_nccl_available()) GTEST_SKIP() << "this build has NCCL (ProcessGroupNccl covers it)";
   auto& g = world();
   Tensor t = ones({4}, TensorOptions().device(Device(DeviceKind::CUDA, 0)));
-  testing::expect_error([&] { g.send(t, next_rank(g)); }, {"send", "CUDA tensors are not supported yet"});
+  testing::expect_error([&] { g.send(t, next_rank(g)); }, {"send", "CUDA tensors travel over NCCL", "has none"});
 }
 
 // A group of its own with a short timeout: a timeout leaves it unusable, the job's group untouched.

@@ -130,7 +130,13 @@ class ProcessGroup {
   // rank) fails with an Error naming the op and the peer; after that the group is unusable. p2p
   // never blocks the collectives: they run, in order, while p2p operations are in flight.
   // Sending to oneself, a rank outside the group, a negative tag (or one above max_tag()) or a
-  // non-contiguous tensor is an Error up front. CPU tensors only, for now.
+  // non-contiguous tensor is an Error up front.
+  // CUDA tensors travel over NCCL (ncclSend/ncclRecv on the tensor's current stream; the Work
+  // waits for the stream). The two sides first swap dtype and shape over MPI, so isend/irecv of a
+  // CUDA tensor return only once the peer has made its matching call and the transfer is queued;
+  // CUDA pairs between two ranks must therefore be called in the same order on both. The first one
+  // on a device makes the pair's NCCL communicator (both ranks block in it until both are there).
+  // Never run on GPUs so far.
   void send(const Tensor& tensor, int dst, int tag = 0);
   void recv(const Tensor& tensor, int src, int tag = 0);
   Work isend(const Tensor& tensor, int dst, int tag = 0);  // keeps `tensor` alive until done

@@ -137,6 +137,9 @@ struct ProcessGroup::Impl {
   std::unique_ptr<detail::MpiQueue> queue;
   std::mutex nccl_mutex;
   std::map<int, std::unique_ptr<detail::NcclComm>> nccl;  // by device index
+  // Point to point on CUDA tensors: a communicator of two ranks per (device, peer), made by the
+  // pair at its first CUDA send/recv on that device (the collectives' one needs every rank).
+  std::map<std::pair<int, int>, std::unique_ptr<detail::NcclComm>> nccl_pairs;
 
   std::shared_ptr<WorkState> submit(const char* name, CollectiveDesc desc, std::string what, bool exchange,
                                     MpiJob job) {
@@ -186,6 +189,30 @@ struct ProcessGroup::Impl {
     };
     auto made = detail::make_nccl_comm(device, rank, size, broadcast_id, timeout);
     return *nccl.emplace(device, std::move(made)).first->second;
+  }
+
+  // The pair's communicator (this rank and `peer` on `device`), made on first use: the lower rank
+  // makes the unique id and sends it to the other over MPI (tag `tag`, right after the pair's
+  // handshake, so both sides are here and call this in the same order). Rank 0 of the pair is the
+  // lower global rank.
+  detail::NcclComm& nccl_pair(ProcessGroup& group, int device, int peer, int tag) {
+    std::lock_guard<std::mutex> lock(nccl_mutex);
+    const std::pair<int, int> key{device, peer};
+    auto found = nccl_pairs.find(key);
+    if (found != nccl_pairs.end()) return *found->second;
+    const bool lower = rank < peer;
+    auto exchange_id = [&](std::vector<char>& bytes) {
+      Tensor words = zeros({int64_t((bytes.size() + 7) / 8)}, kInt64);
+      if (lower) {
+        std::memcpy(words.data_ptr(), bytes.data(), bytes.size());
+        group.send(words, peer, tag);
+      } else {
+        group.recv(words, peer, tag);
+        std::memcpy(bytes.data(), words.data_ptr(), bytes.size());
+      }
+    };
+    auto made = detail::make_nccl_comm(device, lower ? 0 : 1, 2, exchange_id, timeout);
+    return *nccl_pairs.emplace(key, std::move(made)).first->second;
   }
 };
 
@@ -254,6 +281,7 @@ ProcessGroup::~ProcessGroup() {
   {
     std::lock_guard<std::mutex> lock(g.nccl_mutex);
     g.nccl.clear();
+    g.nccl_pairs.clear();
   }
   g.queue->stop();  // runs (or fails) what is queued
   if (!g.queue->broken()) {
@@ -460,8 +488,9 @@ namespace {
 void check_p2p(const char* op, const Tensor& tensor, int peer, const char* peer_name, int tag, int rank, int size,
                int max_tag) {
   check_tensor(op, tensor);
-  TG_CHECK(!tensor.device().is_cuda(), "ProcessGroup: ", op, ": CUDA tensors are not supported yet by point-to-point ",
-           "(CPU tensors only); copy to the CPU first");
+  TG_CHECK(!tensor.device().is_cuda() || is_nccl_available(), "ProcessGroup: ", op,
+           ": CUDA tensors travel over NCCL, and this build of tapegrad has none (configured without CUDA, or NCCL "
+           "was not found beside the CUDA toolkit: set NCCL_ROOT); copy to the CPU first");
   TG_CHECK(tensor.dim() <= CollectiveDesc::kMaxDims, "ProcessGroup: ", op, ": tensors of at most ",
            CollectiveDesc::kMaxDims, " dims, got ", tensor.dim());
   TG_CHECK(peer >= 0 && peer < size, "ProcessGroup: ", op, ": ", peer_name, " ", peer,
@@ -494,6 +523,38 @@ Work submit_p2p(ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int p
   return Work(work);
 }
 
+// A CUDA tensor: the two sides first swap headers over MPI (a checked pair each way), so that a
+// mismatch is the same Error on both before anything is queued on a GPU; then the transfer runs on
+// NCCL, on the current stream, over the pair's communicator. Returns once the transfer is queued.
+Work submit_p2p_nccl(ProcessGroup& group, ProcessGroup::Impl& g, bool is_send, const Tensor& tensor, int peer,
+                     int tag) {
+  const char* op = is_send ? "send" : "recv";
+  check_p2p(op, tensor, peer, is_send ? "dst" : "src", tag, g.rank, g.size, g.max_tag);
+  Tensor mine = zeros({detail::P2pJob::kHeaderLength}, kInt64), theirs = empty({detail::P2pJob::kHeaderLength}, kInt64);
+  int64_t* h = mine.data<int64_t>();
+  h[0] = int64_t(tensor.dtype());
+  h[1] = tensor.numel();
+  h[2] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) h[3 + d] = tensor.size(d);
+  Work out = submit_p2p(g, true, mine, peer, tag), in = submit_p2p(g, false, theirs, peer, tag);
+  out.wait();
+  in.wait();
+  auto describe = [](const Tensor& header) {
+    const int64_t* w = header.data<int64_t>();
+    return str_cat(dtype_name(DType(w[0])), " ", shape_str(Shape(w + 3, w + 3 + w[2])), " on a GPU");
+  };
+  const int sender = is_send ? g.rank : peer, receiver = is_send ? peer : g.rank;
+  bool same = true;
+  for (int i = 0; i < detail::P2pJob::kHeaderLength; ++i) same = same && h[i] == theirs.data<int64_t>()[i];
+  TG_CHECK(same, "ProcessGroup: send from rank ", sender, " to rank ", receiver, " and its recv (tag ", tag,
+           ") do not match: rank ", sender, " sends ", describe(is_send ? mine : theirs), ", rank ", receiver,
+           " receives into ", describe(is_send ? theirs : mine), "; nothing was transferred");
+  detail::NcclComm& comm = g.nccl_pair(group, tensor.device().index(), peer, tag);
+  const int pair_peer = peer < g.rank ? 0 : 1;
+  if (!is_send) tensor.storage()->bump_version();  // the recv writes it
+  return Work(is_send ? comm.send(tensor, pair_peer) : comm.recv(tensor, pair_peer));
+}
+
 }  // namespace
 
 Work detail::isend_unchecked(ProcessGroup& group, const Tensor& tensor, int dst, int tag) {
@@ -504,9 +565,11 @@ Work detail::irecv_unchecked(ProcessGroup& group, const Tensor& tensor, int src,
 }
 
 Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  if (tensor.defined() && tensor.device().is_cuda()) return submit_p2p_nccl(*this, *impl_, true, tensor, dst, tag);
   return submit_p2p(*impl_, true, tensor, dst, tag);
 }
 Work ProcessGroup::irecv(const Tensor& tensor, int src, int tag) {
+  if (tensor.defined() && tensor.device().is_cuda()) return submit_p2p_nccl(*this, *impl_, false, tensor, src, tag);
   return submit_p2p(*impl_, false, tensor, src, tag);
 }
 
