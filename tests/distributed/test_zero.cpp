@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <limits>
 
 #include "distributed_test.h"
 #include "tapegrad/distributed/zero.h"
@@ -276,6 +277,49 @@ TEST(ZeroRedundancy, ConsolidatedStateDictIsThePlainOptimizersAndLoadsBack) {
   opt.step();
   testing::expect_error([&] { opt.state_dict(); }, {"consolidate_state_dict"});
   testing::expect_error([&] { opt.consolidate_state_dict(n); }, {"consolidate_state_dict", "out of range"});
+}
+
+// The rest of a training step around it: DDP with gradient accumulation under no_sync, a
+// GradScaler (scale, unscale_, a step skipped for an inf gradient, update) and clip_grad_norm_
+// (stage 1 keeps whole gradients, so the local norm is the global one). The sharded optimiser and a
+// plain one, each under its own DDP replica on this rank's rows, stay bit-identical.
+TEST(ZeroRedundancy, WithDdpNoSyncGradScalerAndClippingMatchesAPlainOptimizer) {
+  const int n = world().size(), r = world().rank();
+  auto sharded_model = make_mlp(21), plain_model = make_mlp(21);
+  distributed::DistributedDataParallel sharded_ddp(sharded_model, world_ptr()), plain_ddp(plain_model, world_ptr());
+  ZeroRedundancyOptimizer sharded(sharded_model->parameters(), world_ptr(), adam());
+  optim::Adam plain(plain_model->parameters(), optim::AdamOptions(1e-2));
+  amp::GradScaler sharded_scaler(1024.0, 2.0, 0.5, 2), plain_scaler(1024.0, 2.0, 0.5, 2);
+  auto train = [&](distributed::DistributedDataParallel& ddp, nn::Sequential& model, optim::Optimizer& opt,
+                   amp::GradScaler& scaler, int step) {
+    for (int micro = 0; micro < 2; ++micro) {
+      Example e = batch(100 + step * 10 + micro * n + r);  // this rank's rows
+      auto backward_pass = [&] { scaler.scale(cross_entropy(ddp.forward(e.input), e.target) * 0.5).backward(); };
+      if (micro == 0) {
+        auto guard = ddp.no_sync();
+        backward_pass();
+      } else {
+        backward_pass();
+      }
+    }
+    if (step == 2) model.parameters()[0].grad().data<float>()[0] = std::numeric_limits<float>::infinity();
+    scaler.unscale_(opt);
+    nn::utils::clip_grad_norm_(model.parameters(), 0.5);
+    scaler.step(opt);
+    scaler.update();
+    opt.zero_grad();
+  };
+  for (int s = 0; s < 5; ++s) {
+    const std::vector<double> before = testing::values(sharded_model->parameters()[2]);
+    train(sharded_ddp, *sharded_model, sharded, sharded_scaler, s);
+    train(plain_ddp, *plain_model, plain, plain_scaler, s);
+    // The inf at step 2 skipped the update on every rank: the owner's shard and the broadcasts.
+    EXPECT_EQ(testing::values(sharded_model->parameters()[2]) == before, s == 2) << "step " << s;
+  }
+  EXPECT_EQ(sharded_scaler.get_scale(), plain_scaler.get_scale());
+  expect_bit_identical(sharded_model->parameters(), plain_model->parameters());
+  std::vector<std::vector<double>> all = params_of_every_rank(sharded_model->parameters());
+  for (const auto& a : all) EXPECT_EQ(a, all.front());
 }
 
 // Sharded checkpoints: each rank saves its shard to a file of its own and loads it back; training
