@@ -173,8 +173,9 @@ struct Pipeline::Run {
         requires_grad.push_back(rg);
         if (rg) slot.roots.push_back(t);
       }
-      std::vector<Work> works = detail::send_tensors(group, next(), pipe.options_.tag_, step, m, out, requires_grad,
-                                                     str_cat(name(), " sending its outputs"));
+      std::vector<Work> works =
+          detail::send_tensors(group, next(), pipe.options_.tag_, step, m, pipe.options_.micro_batches_, training, out,
+                               requires_grad, str_cat(name(), " sending its outputs"));
       sends.insert(sends.end(), works.begin(), works.end());
     }
     compute += std::chrono::duration<double>(Clock::now() - start).count();
@@ -199,9 +200,9 @@ struct Pipeline::Run {
     if (!pipe.is_first()) {
       std::vector<Tensor> input_grads;
       for (const Tensor& x : slot.inputs) input_grads.push_back(x.grad().defined() ? x.grad() : zeros_like(x));
-      std::vector<Work> works =
-          detail::send_tensors(group, prev(), pipe.options_.tag_, step, m, input_grads,
-                               std::vector<bool>(input_grads.size(), false), str_cat(name(), " sending gradients"));
+      std::vector<Work> works = detail::send_tensors(
+          group, prev(), pipe.options_.tag_, step, m, pipe.options_.micro_batches_, training, input_grads,
+          std::vector<bool>(input_grads.size(), false), str_cat(name(), " sending gradients"));
       sends.insert(sends.end(), works.begin(), works.end());
     }
     compute += std::chrono::duration<double>(Clock::now() - start).count();
@@ -247,13 +248,15 @@ struct Pipeline::Run {
     const int64_t micro_batches = pipe.options_.micro_batches_;
     slots.resize(size_t(micro_batches));
     if (!pipe.is_first())
-      from_prev = std::make_unique<detail::MessageReceiver>(group, prev(), pipe.options_.tag_, micro_batches);
+      from_prev = std::make_unique<detail::MessageReceiver>(group, prev(), pipe.options_.tag_, micro_batches,
+                                                            micro_batches, training);
     if (!training) {
       for (int64_t m = 0; m < micro_batches; ++m) forward(m);
       return;
     }
     if (!pipe.is_last())
-      from_next = std::make_unique<detail::MessageReceiver>(group, next(), pipe.options_.tag_, micro_batches);
+      from_next = std::make_unique<detail::MessageReceiver>(group, next(), pipe.options_.tag_, micro_batches,
+                                                            micro_batches, training);
     for (const Action& a : schedule_of(pipe.options_.schedule_, pipe.stage_, pipe.stages_, micro_batches))
       a.forward ? forward(a.micro_batch) : backward(a.micro_batch);
   }

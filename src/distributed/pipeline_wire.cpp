@@ -11,25 +11,28 @@ using Message = PipelineMessage;
 
 namespace {
 
-Tensor new_header(Message::Kind kind, int64_t step, int64_t micro_batch) {
+Tensor new_header(Message::Kind kind, int64_t step, int64_t micro_batch, int64_t micro_batches = 0,
+                  bool training = false) {
   Tensor header = zeros({Message::kHeaderLength}, kInt64);
   int64_t* h = header.data<int64_t>();
   h[0] = kind;
   h[2] = step;
   h[3] = micro_batch;
+  h[4] = micro_batches;
+  h[5] = training ? 1 : 0;
   return header;
 }
 
 }  // namespace
 
 std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch,
-                               const std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
-                               const std::string& what) {
+                               int64_t micro_batches, bool training, const std::vector<Tensor>& tensors,
+                               const std::vector<bool>& requires_grad, const std::string& what) {
   TG_CHECK(tensors.size() <= size_t(Message::kMaxTensors), "Pipeline: ", what, ": at most ", Message::kMaxTensors,
            " tensors pass between stages, got ", tensors.size());
   // Everything that can fail is done before the first send, so a peer never gets half a message.
   std::vector<Tensor> payload;
-  Tensor header = new_header(Message::kTensors, step, micro_batch);
+  Tensor header = new_header(Message::kTensors, step, micro_batch, micro_batches, training);
   int64_t* h = header.data<int64_t>();
   h[1] = int64_t(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -38,7 +41,7 @@ std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t s
     TG_CHECK(t.dim() <= Message::kMaxDims, "Pipeline: ", what, ": tensor ", i, " has ", t.dim(), " dims, at most ",
              Message::kMaxDims, " pass between stages");
     payload.push_back(t.detach().to(kCPU).contiguous());
-    int64_t* slot = h + 4 + i * Message::kPerTensor;
+    int64_t* slot = h + Message::kFixed + i * Message::kPerTensor;
     slot[0] = int64_t(t.dtype());
     slot[1] = requires_grad[i] ? 1 : 0;
     slot[2] = t.dim();
@@ -55,8 +58,9 @@ std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t ste
   return {isend_unchecked(group, header, peer, tag)};
 }
 
-MessageReceiver::MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected)
-    : group_(&group), peer_(peer), tag_(tag), left_(expected) {
+MessageReceiver::MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected, int64_t micro_batches,
+                                 bool training)
+    : group_(&group), peer_(peer), tag_(tag), left_(expected), micro_batches_(micro_batches), training_(training) {
   if (left_ > 0) post_header();
 }
 
@@ -83,13 +87,18 @@ Message MessageReceiver::next(int64_t step, int64_t micro_batch, const std::stri
   TG_CHECK(message.kind == Message::kTensors && h[1] >= 0 && h[1] <= Message::kMaxTensors, "Pipeline: ", what,
            ": rank ", peer, " sent a message that is not a pipeline message (tag ", tag,
            " is the pipeline's; do not use it for other sends between these ranks)");
+  TG_CHECK(h[4] == micro_batches_, "Pipeline: ", what, ": rank ", peer, " runs ", h[4],
+           " micro-batches per step and this rank ", micro_batches_,
+           ": every rank needs the same PipelineOptions::micro_batches");
+  TG_CHECK((h[5] != 0) == training_, "Pipeline: ", what, ": rank ", peer, " called ", h[5] ? "step()" : "eval_step()",
+           " and this rank ", training_ ? "step()" : "eval_step()", ": every rank must call the same one");
   TG_CHECK(message.step == step && message.micro_batch == micro_batch, "Pipeline: ", what, ": rank ", peer,
            " sent step ", message.step, " micro-batch ", message.micro_batch, " where step ", step, " micro-batch ",
            micro_batch,
            " was expected: the ranks disagree on the schedule (the same micro_batches and schedule on "
            "every rank?)");
   for (int64_t i = 0; i < h[1]; ++i) {
-    const int64_t* slot = h + 4 + i * Message::kPerTensor;
+    const int64_t* slot = h + Message::kFixed + i * Message::kPerTensor;
     TG_CHECK(slot[0] >= 0 && slot[0] <= int64_t(DType::Bool) && slot[2] >= 0 && slot[2] <= Message::kMaxDims,
              "Pipeline: ", what, ": rank ", peer, " sent a malformed header (tensor ", i, ")");
     Shape shape(slot + 3, slot + 3 + slot[2]);

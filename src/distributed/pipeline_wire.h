@@ -19,7 +19,10 @@ struct PipelineMessage {
   static constexpr int kMaxTensors = 8;
   static constexpr int kMaxDims = 8;
   static constexpr int kPerTensor = 3 + kMaxDims;  // dtype, requires_grad, ndim, the dims
-  static constexpr int kHeaderLength = 4 + kMaxTensors * kPerTensor;
+  // kind, count (or the failed rank), step, micro-batch, micro-batches per step, training, then
+  // kPerTensor words per tensor
+  static constexpr int kFixed = 6;
+  static constexpr int kHeaderLength = kFixed + kMaxTensors * kPerTensor;
 
   Kind kind = kTensors;
   int64_t step = 0, micro_batch = 0;
@@ -30,9 +33,10 @@ struct PipelineMessage {
 
 // Sends `tensors` (staged to the CPU, detached) with their requires_grad flags; the Works complete
 // when the receiver has them. `what` names the message for errors ("stage 1's outputs").
+// `micro_batches` and `training` say which kind of step the sender runs; the receiver checks them.
 std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t step, int64_t micro_batch,
-                               const std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
-                               const std::string& what);
+                               int64_t micro_batches, bool training, const std::vector<Tensor>& tensors,
+                               const std::vector<bool>& requires_grad, const std::string& what);
 std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t step, int failed_rank);
 // Receives one neighbour's messages of a step, in order. The receive of the next header is posted
 // as soon as the previous message's tensors are, so its rendezvous runs on the group's worker while
@@ -40,7 +44,8 @@ std::vector<Work> send_abort(ProcessGroup& group, int peer, int tag, int64_t ste
 class MessageReceiver {
  public:
   // `expected`: how many messages this step brings from `peer` (none are posted beyond that).
-  MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected);
+  // `micro_batches` and `training`: this rank's step, which the sender's must be.
+  MessageReceiver(ProcessGroup& group, int peer, int tag, int64_t expected, int64_t micro_batches, bool training);
   // Blocks for the next message. A tensors message must be for (step, micro_batch): the stages
   // follow the same schedule, so anything else is a bug or a mismatched micro_batches, named.
   PipelineMessage next(int64_t step, int64_t micro_batch, const std::string& what);
@@ -50,6 +55,8 @@ class MessageReceiver {
   ProcessGroup* group_;
   int peer_, tag_;
   int64_t left_;  // headers not yet posted
+  int64_t micro_batches_;
+  bool training_;
   Tensor header_;
   Work header_work_;
 };

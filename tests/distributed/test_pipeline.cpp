@@ -322,6 +322,40 @@ TEST(PipelineErrors, BadArgumentsOnOneRankFailTheStepOnEveryRank) {
   }
 }
 
+// Ranks that disagree on the step: another micro-batch count on rank 0, or eval_step() against
+// step(). The next stage finds out from the first message's header and every rank fails by name.
+TEST(PipelineErrors, RanksThatDisagreeOnTheStepFailEveryRank) {
+  auto loss = [](const std::vector<Tensor>& out, const std::vector<Tensor>& target, int64_t) {
+    return cross_entropy(out[0], target[0]);
+  };
+  {
+    auto group = fresh_group();
+    auto model = make_mlp(5, group->size() + 1);
+    Pipeline pipe(distributed::split_sequential(*model, group->size())[size_t(group->rank())], group,
+                  PipelineOptions().micro_batches(group->rank() == 0 ? 2 : 4));
+    pipe.set_loss(loss);
+    Example e = batch(0, 8);
+    expect_step_fails_everywhere(
+        *group, [&] { pipe.step(e.input, e.target); }, {"step 0 failed on rank 1"}, 1,
+        "rank 0 runs 2 micro-batches per step and this rank 4");
+  }
+  {
+    auto group = fresh_group();
+    auto model = make_mlp(5, group->size() + 1);
+    Pipeline pipe(distributed::split_sequential(*model, group->size())[size_t(group->rank())], group,
+                  PipelineOptions().micro_batches(2));
+    pipe.set_loss(loss);
+    Example e = batch(0, 8);
+    std::vector<MicroBatch> in{{e.input.narrow(0, 0, 4)}, {e.input.narrow(0, 4, 4)}};
+    std::vector<MicroBatch> tg{{e.target.narrow(0, 0, 4)}, {e.target.narrow(0, 4, 4)}};
+    auto mine_in = pipe.is_first() ? in : std::vector<MicroBatch>{};
+    auto mine_tg = pipe.is_last() ? tg : std::vector<MicroBatch>{};
+    expect_step_fails_everywhere(
+        *group, [&] { group->rank() == 0 ? pipe.eval_step(mine_in, mine_tg) : pipe.step(mine_in, mine_tg); },
+        {"step 0 failed on rank 1"}, 1, "rank 0 called eval_step() and this rank step()");
+  }
+}
+
 TEST(PipelineErrors, ConstructorRefusesBadOptions) {
   auto model = make_mlp(5, 2);
   auto stage = std::static_pointer_cast<nn::UnaryModule>(model);
