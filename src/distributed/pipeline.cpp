@@ -299,7 +299,7 @@ double Pipeline::step(const Tensor& input, const Tensor& target) {
     if (is_last())
       for (Tensor& t : split_rows(target, options_.micro_batches_, options_.batch_dim_, "target"))
         targets.push_back({t});
-  } catch (const Error&) {
+  } catch (...) {
     error = std::current_exception();
   }
   return run_step(inputs, targets, {}, error, true);

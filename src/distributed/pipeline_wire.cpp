@@ -1,6 +1,8 @@
 // The pipeline's messages: a header, then the tensors it announces (pipeline_wire.h).
 #include "distributed/pipeline_wire.h"
 
+#include <climits>
+
 #include "tapegrad/core/error.h"
 #include "tapegrad/ops/creation.h"
 
@@ -40,6 +42,8 @@ std::vector<Work> send_tensors(ProcessGroup& group, int peer, int tag, int64_t s
     TG_CHECK(t.defined(), "Pipeline: ", what, ": tensor ", i, " is undefined");
     TG_CHECK(t.dim() <= Message::kMaxDims, "Pipeline: ", what, ": tensor ", i, " has ", t.dim(), " dims, at most ",
              Message::kMaxDims, " pass between stages");
+    TG_CHECK(t.numel() <= int64_t(INT_MAX), "Pipeline: ", what, ": tensor ", i, " has ", t.numel(),
+             " elements, more than one message carries (", INT_MAX, ")");
     payload.push_back(t.detach().to(kCPU).contiguous());
     int64_t* slot = h + Message::kFixed + i * Message::kPerTensor;
     slot[0] = int64_t(t.dtype());

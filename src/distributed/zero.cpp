@@ -200,6 +200,8 @@ void ZeroRedundancyOptimizer::step() {
       local_->step();
     } catch (const std::exception& e) {
       error = e.what();
+    } catch (...) {
+      error = "an exception that is not a std::exception";
     }
   }
   // A rank whose update threw would never join the broadcasts below and leave the others waiting
@@ -214,8 +216,9 @@ void ZeroRedundancyOptimizer::step() {
   const int64_t step = steps_++;
   if (!ranks.empty())
     TG_CHECK(false, kName, ".step: step ", step, " failed on rank", ranks.find(',') == std::string::npos ? " " : "s ",
-             ranks, error.empty() ? "; no parameter was broadcast" : tapegrad::detail::str_cat(": ", error),
-             error.empty() ? "" : "; no parameter was broadcast, and this rank's shard may be partly updated");
+             ranks, error.empty() ? "" : tapegrad::detail::str_cat(": ", error),
+             "; no parameter was broadcast, so the ranks whose update went through hold shards that the others "
+             "do not (the replicas now differ; a failing rank's shard may be partly updated): reload a checkpoint");
   autograd::NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (parameter, its contiguous copy that travelled)
   std::vector<Work> works;

@@ -127,7 +127,7 @@ class Pipeline {
   double step(const std::vector<MicroBatch>& inputs, const std::vector<MicroBatch>& targets,
               const std::vector<double>& loss_weights = {});
   // Splits `input` (first stage) and `target` (last stage) along batch_dim into micro_batches
-  // nearly equal parts (torch.chunk's sizes; fewer rows than micro-batches throws).
+  // nearly equal parts (torch.tensor_split's sizes; fewer rows than micro-batches throws).
   double step(const Tensor& input, const Tensor& target);
   // The forwards alone (torch's schedule.eval()), with grad mode off: every stage's forward of
   // every micro-batch in turn and the last stage's losses, weighted as by step(); nothing is kept

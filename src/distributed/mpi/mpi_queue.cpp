@@ -129,8 +129,8 @@ void MpiQueue::work_loop() {
     bool p2p_pending = progress_p2p();
     // Rounds since a p2p last moved: a pair's header, answer and payload follow each other within
     // microseconds once both sides are at it, so right after a move, or while a caller is blocked
-    // on some work, the worker only yields; a pair whose peer is busy elsewhere is tested at the
-    // collectives' pace (every 100 us, ~1% of a core).
+    // on some work (for at most 100000 rounds without a move, some 100 ms), the worker only yields; a pair whose peer
+    // is busy elsewhere is tested at the collectives' pace (every 100 us, ~1% of a core).
     idle_rounds = p2p_moves_ != moves_seen ? 0 : idle_rounds + 1;
     moves_seen = p2p_moves_;
     {
@@ -138,7 +138,7 @@ void MpiQueue::work_loop() {
       auto ready = [&] { return stop_ || !jobs_.empty() || !new_p2p_.empty(); };
       // With p2p in flight the worker keeps testing it (MPI only progresses inside calls), at the
       // pace above; otherwise it sleeps until something is submitted.
-      if (p2p_pending && (idle_rounds < 200 || *waiters_ > 0) && !ready()) {
+      if (p2p_pending && (idle_rounds < 200 || (*waiters_ > 0 && idle_rounds < 100000)) && !ready()) {
         lock.unlock();
         std::this_thread::yield();
         continue;
@@ -370,8 +370,8 @@ bool MpiQueue::poll(std::vector<MPI_Request>& requests, Clock::time_point deadli
     }
     if (done) return true;
     if (Clock::now() >= deadline) return false;
-    progress_p2p();                     // p2p in flight moves on while a collective waits (a peer may need it to join)
-    if (tries < 50 || *waiters_ > 0) {  // a blocked caller leaves its core to this loop
+    progress_p2p();  // p2p in flight moves on while a collective waits (a peer may need it to join)
+    if (tries < 50 || (*waiters_ > 0 && tries < 100000)) {  // a blocked caller leaves its core (for a while)
       std::this_thread::yield();
     } else {
       pause = std::min(std::chrono::microseconds(100), pause + std::chrono::microseconds(10));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 
 #include "distributed/collective_check.h"
@@ -133,7 +134,7 @@ struct ProcessGroup::Impl {
   bool check = true;
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
-  int max_tag = 0;  // MPI_TAG_UB / 4 - 1: each p2p uses three MPI tags (mpi_queue.h)
+  int max_tag = 0;  // MPI_TAG_UB / 4 - 1: each p2p tag uses four MPI tags (mpi_queue.h)
   std::unique_ptr<detail::MpiQueue> queue;
   std::mutex nccl_mutex;
   std::map<int, std::unique_ptr<detail::NcclComm>> nccl;  // by device index
@@ -532,23 +533,43 @@ Work submit_p2p_nccl(ProcessGroup& group, ProcessGroup::Impl& g, bool is_send, c
   check_p2p(op, tensor, peer, is_send ? "dst" : "src", tag, g.rank, g.size, g.max_tag);
   Tensor mine = zeros({detail::P2pJob::kHeaderLength}, kInt64), theirs = empty({detail::P2pJob::kHeaderLength}, kInt64);
   int64_t* h = mine.data<int64_t>();
-  h[0] = int64_t(tensor.dtype());
+  h[0] = int64_t(tensor.dtype()) * 2 + (is_send ? 1 : 0);  // which way this side goes, beside the dtype
   h[1] = tensor.numel();
   h[2] = tensor.dim();
   for (int64_t d = 0; d < tensor.dim(); ++d) h[3 + d] = tensor.size(d);
   Work out = submit_p2p(g, true, mine, peer, tag), in = submit_p2p(g, false, theirs, peer, tag);
-  out.wait();
-  in.wait();
-  auto describe = [](const Tensor& header) {
-    const int64_t* w = header.data<int64_t>();
-    return str_cat(dtype_name(DType(w[0])), " ", shape_str(Shape(w + 3, w + 3 + w[2])), " on a GPU");
+  // Both halves are waited for even when one fails, so that no swap stays queued to take the
+  // peer's next message on this tag.
+  std::exception_ptr swap_error;
+  for (Work* w : {&out, &in}) {
+    try {
+      w->wait();
+    } catch (...) {
+      if (!swap_error) swap_error = std::current_exception();
+    }
+  }
+  if (swap_error) {
+    try {
+      std::rethrow_exception(swap_error);
+    } catch (const Error& e) {
+      TG_CHECK(false, "ProcessGroup: ", op, " of a CUDA tensor with rank ", peer, " (tag ", tag,
+               "): the two sides could not swap their descriptions (did rank ", peer,
+               " call a CPU send/recv on this tag?): ", e.what());
+    }
+  }
+  const int64_t* w = theirs.data<int64_t>();
+  auto describe = [](const int64_t* header) {
+    return str_cat(dtype_name(DType(header[0] / 2)), " ", shape_str(Shape(header + 3, header + 3 + header[2])),
+                   " on a GPU");
   };
+  TG_CHECK((w[0] % 2 == 1) != is_send, "ProcessGroup: ", op, " of a CUDA tensor: rank ", peer, " called ",
+           is_send ? "send" : "recv", " too (tag ", tag, "), so the two calls do not pair; nothing was transferred");
   const int sender = is_send ? g.rank : peer, receiver = is_send ? peer : g.rank;
-  bool same = true;
-  for (int i = 0; i < detail::P2pJob::kHeaderLength; ++i) same = same && h[i] == theirs.data<int64_t>()[i];
+  bool same = h[0] / 2 == w[0] / 2;
+  for (int i = 1; i < detail::P2pJob::kHeaderLength; ++i) same = same && h[i] == w[i];
   TG_CHECK(same, "ProcessGroup: send from rank ", sender, " to rank ", receiver, " and its recv (tag ", tag,
-           ") do not match: rank ", sender, " sends ", describe(is_send ? mine : theirs), ", rank ", receiver,
-           " receives into ", describe(is_send ? theirs : mine), "; nothing was transferred");
+           ") do not match: rank ", sender, " sends ", describe(is_send ? h : w), ", rank ", receiver,
+           " receives into ", describe(is_send ? w : h), "; nothing was transferred");
   detail::NcclComm& comm = g.nccl_pair(group, tensor.device().index(), peer, tag);
   const int pair_peer = peer < g.rank ? 0 : 1;
   if (!is_send) tensor.storage()->bump_version();  // the recv writes it
