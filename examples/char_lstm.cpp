@@ -512,6 +512,22 @@ double evaluate_all_ranks(examples::CharModel& model, const TextDataset& data, i
   return sums[0] / sums[1];
 }
 
+// --data split by --valid-fraction and --seed, and its validation records (--limit-records), which
+// must not be empty: both training loops read them this way.
+TextCorpus open_corpus(const Options& o) {
+  TextCorpusOptions corpus_options;
+  corpus_options.valid_fraction = o.valid_fraction;
+  corpus_options.seed = o.seed;
+  return TextCorpus(o.data, corpus_options);
+}
+TextDataset validation_records(const Options& o, const TextCorpus& corpus) {
+  TextDataset valid_set = first_records(corpus.valid(), o.limit_records);
+  if (valid_set.size() == 0)
+    throw Error("no validation records in " + o.data + " (" + std::to_string(corpus.num_records()) +
+                " records, --valid-fraction " + examples::number_text(o.valid_fraction) + ")");
+  return valid_set;
+}
+
 // Per batch: linear warm-up from lr/100, then cosine decay to min_lr at the last epoch's end.
 std::function<double(int64_t)> lr_factor(const Options& o, int64_t total_steps) {
   const double floor_factor = o.min_lr / o.lr;
@@ -559,13 +575,9 @@ int train_pipelined(const Options& o, const examples::DistributedRun& run) {
     throw UsageError("--pipeline-stages " + std::to_string(o.pipeline_stages) +
                      " needs as many processes (mpirun -np " + std::to_string(o.pipeline_stages) + "); this job has " +
                      std::to_string(run.size()));
-  TextCorpusOptions corpus_options;
-  corpus_options.valid_fraction = o.valid_fraction;
-  corpus_options.seed = o.seed;
-  TextCorpus corpus(o.data, corpus_options);
+  const TextCorpus corpus = open_corpus(o);
   const TextDataset train_set = first_records(corpus.train(), o.limit_records);
-  const TextDataset valid_set = first_records(corpus.valid(), o.limit_records);
-  if (valid_set.size() == 0) throw Error("no validation records in " + o.data);
+  const TextDataset valid_set = validation_records(o, corpus);
   examples::CharModelConfig config = o.model;
   config.vocab = corpus.vocab().size();
   // The whole model first, so that every stage starts from one process's initial weights.
@@ -654,15 +666,9 @@ int train(const Options& flags, Device device, const examples::DistributedRun& r
   metrics_options.csv = o.metrics_csv;
   metrics_options.tensorboard_dir = o.tensorboard;
   observe::MetricsLogger metrics(run.is_main() ? metrics_options : observe::MetricsLoggerOptions{});
-  TextCorpusOptions corpus_options;
-  corpus_options.valid_fraction = o.valid_fraction;
-  corpus_options.seed = o.seed;
-  TextCorpus corpus(o.data, corpus_options);
+  const TextCorpus corpus = open_corpus(o);
   const TextDataset train_set = first_records(corpus.train(), o.limit_records);
-  const TextDataset valid_set = first_records(corpus.valid(), o.limit_records);
-  if (valid_set.size() == 0)
-    throw Error("no validation records in " + o.data + " (" + std::to_string(corpus.num_records()) +
-                " records, --valid-fraction " + examples::number_text(o.valid_fraction) + ")");
+  const TextDataset valid_set = validation_records(o, corpus);
 
   examples::CharModelConfig config = o.model;
   config.vocab = corpus.vocab().size();

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "distributed/wrapped_groups.h"
 #include "optim/param_state.h"
 #include "tapegrad/autograd/grad_mode.h"
 #include "tapegrad/ops/creation.h"
@@ -17,27 +18,10 @@ namespace tapegrad::distributed {
 namespace {
 
 constexpr const char* kName = "ZeroRedundancyOptimizer";
-constexpr const char* kGroupPrefix = "param_groups.";
-
-bool is_group_entry(const std::string& key) {
-  return key.rfind(kGroupPrefix, 0) == 0;
-}
-
-// `from`'s options on `to` (options `from` lacks are unset on `to`).
-void copy_options(const optim::ParamGroup& from, optim::ParamGroup& to) {
-  for (const std::string& option : optim::ParamGroup::option_names()) {
-    if (from.has(option))
-      to.set(option, from.get(option));
-    else
-      to.unset(option);
-  }
-}
-
-optim::ParamGroup with_params(std::vector<Tensor> params, const optim::ParamGroup& options) {
-  optim::ParamGroup group(std::move(params));
-  copy_options(options, group);
-  return group;
-}
+using detail::copy_options;
+using detail::is_group_entry;
+using detail::kGroupPrefix;
+using detail::with_params;
 
 // The factory's optimiser; its errors (an invalid option, a parameter it refuses) name this class.
 std::unique_ptr<optim::Optimizer> build(const OptimizerFactory& factory, std::vector<optim::ParamGroup> groups,

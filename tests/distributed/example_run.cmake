@@ -13,17 +13,9 @@ cmake_minimum_required(VERSION 3.16)
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}/rank0" "${WORK_DIR}/rank1")
 
-# 40 short records in the fortune format; 20% of them held out for validation.
-set(text "")
-foreach(i RANGE 1 40)
-  math(EXPR words "${i} % 7 + 1")
-  set(record "record ${i}:")
-  foreach(w RANGE 1 ${words})
-    string(APPEND record " the quick brown fox ${w}")
-  endforeach()
-  string(APPEND text "${record}\n%\n")
-endforeach()
-file(WRITE "${WORK_DIR}/corpus.txt" "${text}")
+# The records (test_corpus.cmake); 20% of them held out for validation.
+include(${CMAKE_CURRENT_LIST_DIR}/test_corpus.cmake)
+write_test_corpus("${WORK_DIR}/corpus.txt")
 
 set(common --device cpu --threads 1 --data "${WORK_DIR}/corpus.txt" --valid-fraction 0.2 --embedding 8 --hidden 16
   --layers 1 --bptt 16 --warmup 2 --seed 3)

@@ -8,16 +8,8 @@ cmake_minimum_required(VERSION 3.16)
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-set(text "")
-foreach(i RANGE 1 40)
-  math(EXPR words "${i} % 7 + 1")
-  set(record "record ${i}:")
-  foreach(w RANGE 1 ${words})
-    string(APPEND record " the quick brown fox ${w}")
-  endforeach()
-  string(APPEND text "${record}\n%\n")
-endforeach()
-file(WRITE "${WORK_DIR}/corpus.txt" "${text}")
+include(${CMAKE_CURRENT_LIST_DIR}/test_corpus.cmake)
+write_test_corpus("${WORK_DIR}/corpus.txt")
 
 set(common --device cpu --threads 1 --data "${WORK_DIR}/corpus.txt" --valid-fraction 0.2 --embedding 8 --hidden 16
   --layers 2 --bptt 16 --warmup 2 --seed 3 --epochs 2 --dropout 0)
