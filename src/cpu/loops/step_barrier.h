@@ -1,0 +1,52 @@
+// A barrier for a team that meets once per step of a loop, cheaper than an OpenMP barrier at the
+// microsecond scale of an LSTM step at batch 1 (Note [batch-1 recurrence split by hidden units],
+// kernels/lstm.cpp): each thread publishes how many steps it has finished on a cache line of its
+// own, then waits until every other thread has finished as many. Nobody resets anything between
+// steps, so there is no phase to get wrong.
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tapegrad::cpu {
+
+class StepBarrier {
+ public:
+  explicit StepBarrier(int team) : slots_(static_cast<size_t>(team)) {}
+
+  // Thread `part` of the first `parts` slots has finished step `step` (1, 2, ...); returns once
+  // all of them have. Writes made before the call are visible to every thread after it.
+  void arrive_and_wait(int part, int parts, int64_t step) {
+    slots_[static_cast<size_t>(part)].done.store(step, std::memory_order_release);
+    for (int other = 0; other < parts; ++other) {
+      const std::atomic<int64_t>& done = slots_[static_cast<size_t>(other)].done;
+      // Spin first: the other thread is usually a fraction of a microsecond away. After that it
+      // has probably lost its core (a busy machine), so give ours up instead of burning it.
+      for (int spins = 0; done.load(std::memory_order_acquire) < step; ++spins) {
+        if (spins < kSpinsBeforeYield) {
+#if defined(__x86_64__)
+          _mm_pause();
+#endif
+        } else {
+          sched_yield();
+        }
+      }
+    }
+  }
+
+ private:
+  static constexpr int kSpinsBeforeYield = 4096;
+  struct alignas(64) Slot {
+    std::atomic<int64_t> done{0};
+  };
+  std::vector<Slot> slots_;
+};
+
+}  // namespace tapegrad::cpu
