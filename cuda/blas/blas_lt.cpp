@@ -1,6 +1,7 @@
-// gemm_bias and gemm_bias_grad through cuBLASLt: a linear layer's bias add (CUBLASLT_EPILOGUE_BIAS)
-// and bias gradient (CUBLASLT_EPILOGUE_BGRADB) done in the GEMM's epilogue, which saves the forward
-// its bias copy and the backward its ones-vector GEMM and fill.
+// gemm_bias, gemm_bias_relu and gemm_bias_grad through cuBLASLt: a linear layer's bias add
+// (CUBLASLT_EPILOGUE_BIAS, and RELU_BIAS for linear_relu) and bias gradient
+// (CUBLASLT_EPILOGUE_BGRADB) done in the GEMM's epilogue, which saves the forward its bias copy
+// (and the ReLU its pass over the output) and the backward its ones-vector GEMM and fill.
 //
 // Note [row-major products on cuBLASLt]: as in blas.cpp, out [n, m] = a [n, k] @ b [k, m] runs as
 // the column-major D [m, n] = op(A) [m, k] op(B) [k, n] with cuBLASLt's A our b, its B our a and
@@ -202,7 +203,7 @@ Plan make_plan(cublasLtHandle_t handle, const Problem& p) {
 // the fused form does not apply.
 bool lt_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Tensor& bias_in, DType products,
                cublasLtEpilogue_t epilogue) {
-  const bool bias_is_input = epilogue == CUBLASLT_EPILOGUE_BIAS;
+  const bool bias_is_input = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   if (!lt_applies(a_in, b_in, out, bias_in, products, bias_is_input)) return false;
   auto lowered = [&](const Tensor& t, DType type) {
     if (t.dtype() == type) return t;
@@ -259,6 +260,16 @@ void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
     t.gemm_mixed(a, b, out, 1.0, 1.0, products);
 }
 
+// out = relu(a @ b + bias on every row). Overwrites out.
+void gemm_bias_relu(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, DType products) {
+  TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && bias.dim() == 1 && bias.size(0) == out.size(1));
+  if (out.numel() == 0) return;
+  cuda::DeviceGuard guard(out.device());
+  if (lt_matmul(a, b, out, bias, products, CUBLASLT_EPILOGUE_RELU_BIAS)) return;
+  gemm_bias(a, b, bias, out, products);
+  backend::registered_kernels(DeviceKind::CUDA).unary(backend::UnaryOp::Relu, {}, out, out);
+}
+
 // out = a @ b and grad_bias = the sums of a's rows. Overwrites both.
 void gemm_bias_grad(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& grad_bias, DType products) {
   TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && grad_bias.dim() == 1 && grad_bias.size(0) == a.size(0));
@@ -284,6 +295,7 @@ void gemm_bias_grad(const Tensor& a, const Tensor& b, const Tensor& out, const T
 
 void register_blas_lt(backend::KernelTable& table) {
   table.gemm_bias = gemm_bias;
+  table.gemm_bias_relu = gemm_bias_relu;
   table.gemm_bias_grad = gemm_bias_grad;
 }
 

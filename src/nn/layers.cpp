@@ -2,6 +2,7 @@
 #include "tapegrad/nn/layers.h"
 
 #include <cmath>
+#include <typeinfo>
 
 #include "nn/format.h"
 #include "tapegrad/autograd/anomaly_mode.h"
@@ -74,11 +75,30 @@ UnaryModule& unary_child(const Sequential& seq, size_t index) {
 }
 }  // namespace
 
+namespace {
+// A Linear followed by a ReLU, both exactly those types (a subclass may change forward) and
+// neither with forward hooks (they would miss the tensor between the two): linear_relu computes
+// the pair as one op. Only when nothing is recorded, so training keeps the two ops' tape nodes
+// and profiler scopes; the fused op runs in the Linear's scope.
+const Linear* fusable_linear_relu(const UnaryModule& module, const UnaryModule& next) {
+  if (autograd::grad_enabled() || typeid(module) != typeid(Linear) || typeid(next) != typeid(ReLU)) return nullptr;
+  if (module.has_forward_hooks() || next.has_forward_hooks()) return nullptr;
+  return static_cast<const Linear*>(&module);
+}
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < size(); ++i) {
     UnaryModule& module = unary_child(*this, i);
     autograd::ModuleScope scope(named_children()[i].first + ":" + module.name());
+    if (i + 1 < size()) {
+      if (const Linear* linear = fusable_linear_relu(module, unary_child(*this, i + 1))) {
+        x = linear_relu(x, linear->weight, linear->bias);
+        ++i;
+        continue;
+      }
+    }
     x = module(x);  // through operator(), so the child's forward hooks run
   }
   return x;

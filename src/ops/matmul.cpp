@@ -172,34 +172,35 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // so no transpose node or copy follows), db = the column sum of g; each only when its input needs it.
 // A backend with the gemm_bias slots (CUDA: cuBLASLt epilogues) adds the bias inside the forward
 // GEMM and sums db inside the dW GEMM instead.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_defined("linear", x);
-  check_defined("linear", weight, "weight");
-  TG_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out, in], got ", shape_str(weight.sizes()));
-  TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input of shape ", shape_str(x.sizes()),
+namespace {
+
+void check_linear_inputs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined(op, x);
+  check_defined(op, weight, "weight");
+  TG_CHECK(weight.dim() == 2, op, ": weight must be 2-D [out, in], got ", shape_str(weight.sizes()));
+  TG_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), op, ": input of shape ", shape_str(x.sizes()),
            " does not match weight ", shape_str(weight.sizes()), " (expected last dim ", weight.size(1), ")");
-  check_same_device("linear", x, weight);
-  check_floating("linear", x);
-  check_floating("linear", weight);
+  check_same_device(op, x, weight);
+  check_floating(op, x);
+  check_floating(op, weight);
   if (bias.defined()) {
-    TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias of shape ", shape_str(bias.sizes()),
+    TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias of shape ", shape_str(bias.sizes()),
              " does not match weight ", shape_str(weight.sizes()));
-    check_same_device("linear", x, bias);
+    check_same_device(op, x, bias);
   }
-  const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
-  if (x.dim() != 2) {
-    // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
-    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
-    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
-    out_shape.push_back(weight.size(0));
-    return linear(rows, weight, bias).reshape(out_shape);
-  }
+}
+
+// x [n, in] @ weight^T + bias into a new [n, out] tensor of type `products`, recording nothing;
+// with `relu`, clamped as well (the backend's gemm_bias_relu where it has one).
+Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, DType products, bool relu) {
   const int64_t n = x.size(0), out_features = weight.size(0);
   const Device device = x.device();
   Tensor out = empty_tensor({n, out_features}, products, device);
-  const auto fused = backend::kernels(device).gemm_bias;
+  const backend::KernelTable& kernels = backend::kernels(device);
+  const auto fused = relu ? kernels.gemm_bias_relu : kernels.gemm_bias;
   if (bias.defined() && fused != nullptr) {
     fused(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
+    if (relu || out.numel() == 0) return out;
   } else {
     double beta = 0.0;
     if (bias.defined() && out.numel() > 0) {
@@ -208,6 +209,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
     gemm_as("linear", products, x.detach(), weight.detach().t(), out, 1.0, beta);
   }
+  // In place: the output of the product above, still in cache for the small batches of serving.
+  if (relu && out.numel() > 0) TG_KERNEL(device, unary)(backend::UnaryOp::Relu, {}, out, out);
+  return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear_inputs("linear", x, weight, bias);
+  const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
+  if (x.dim() != 2) {
+    // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
+    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
+    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+    out_shape.push_back(weight.size(0));
+    return linear(rows, weight, bias).reshape(out_shape);
+  }
+  Tensor out = linear_forward(x, weight, bias, products, /*relu=*/false);
   if (any_requires_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
@@ -241,6 +260,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     });
   }
   return out;
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear_inputs("linear_relu", x, weight, bias);
+  if (any_requires_grad({x, weight, bias})) return relu(linear(x, weight, bias));
+  const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
+  if (x.dim() != 2) {
+    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
+    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+    out_shape.push_back(weight.size(0));
+    return linear_relu(rows, weight, bias).reshape(out_shape);
+  }
+  return linear_forward(x, weight, bias, products, /*relu=*/true);
 }
 
 }  // namespace tapegrad

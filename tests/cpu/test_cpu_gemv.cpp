@@ -5,6 +5,7 @@
 // then the same products through mm at batch 1 (the path an LSTM step takes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -89,6 +90,68 @@ TEST_F(Gemv, CheckerTellsAnotherOrderApart) {
     differ += acc != y[j];
   }
   EXPECT_GT(differ, 0);
+}
+
+// The segmented product of a batch-1 LSTM step split by hidden units (Note [segmented columns]):
+// the rows of x1 then x2, `segments` column blocks `stride` apart in M written `y_stride` apart in
+// y, each element the same in-order chain as gemv_columns_avx512's. Everything else in y (the gaps
+// between segments and the guard past the end) keeps its value.
+void check_segmented(int segments, int64_t cols, int64_t rows1, int64_t rows2, int64_t stride, int64_t lead,
+                     int64_t y_stride, float beta) {
+  const int64_t rows = rows1 + rows2;
+  const std::vector<float> m = uniform_values<float>(static_cast<size_t>(std::max<int64_t>(rows, 1) * lead), 11);
+  const std::vector<float> x = uniform_values<float>(static_cast<size_t>(rows), 12);
+  const size_t y_size = static_cast<size_t>((segments - 1) * y_stride + cols + 17);
+  const std::vector<float> y0 = uniform_values<float>(y_size, 13);
+  std::vector<float> want = y0;
+  for (int s = 0; s < segments; ++s)
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < rows; ++i) acc = std::fma(x[i], m[i * lead + s * stride + j], acc);
+      float& out = want[static_cast<size_t>(s * y_stride + j)];
+      out = beta == 0.0f ? acc : std::fma(beta, out, acc);
+    }
+  std::vector<float> y = y0;
+  if (beta == 0.0f)  // never read
+    for (int s = 0; s < segments; ++s)
+      for (int64_t j = 0; j < cols; ++j)
+        y[static_cast<size_t>(s * y_stride + j)] = std::numeric_limits<float>::quiet_NaN();
+  tapegrad::cpu::gemv_segmented_columns_avx512(rows1, x.data(), rows2, x.data() + rows1, segments, cols, m.data(), lead,
+                                               stride, beta, y.data(), y_stride);
+  for (size_t k = 0; k < y_size; ++k)
+    ASSERT_EQ(y[k], want[k]) << "y[" << k << "] of segments=" << segments << " cols=" << cols << " rows=" << rows1
+                             << "+" << rows2 << " stride=" << stride << " y_stride=" << y_stride << " beta=" << beta;
+}
+
+TEST_F(Gemv, SegmentedColumnsMatchTheInOrderChainBitForBit) {
+  for (int segments : {1, 2, 3, 4})
+    for (int64_t cols : {1, 7, 16, 17, 40, 64, 65, 100, 144})
+      for (float beta : {0.0f, 1.0f}) {
+        // packed panel: segments side by side, y in an LSTM's gate layout
+        check_segmented(segments, cols, 32, 128, cols, segments * cols, 3 * cols + 5, beta);
+        // columns of a wider matrix, x all in one part or the other
+        check_segmented(segments, cols, 0, 37, cols + 9, segments * (cols + 9) + 3, cols, beta);
+        check_segmented(segments, cols, 37, 0, cols + 9, segments * (cols + 9) + 3, cols, beta);
+      }
+}
+
+// A panel's result equals the plain kernel's on the unpacked matrix: the packing moves bytes only.
+TEST_F(Gemv, SegmentedColumnsOfAPanelEqualThePlainProduct) {
+  const int64_t input = 32, hidden = 128, width = 4 * hidden, depth = input + hidden, u0 = 64, units = 64;
+  const std::vector<float> w = uniform_values<float>(static_cast<size_t>(depth * width), 14);
+  const std::vector<float> x = uniform_values<float>(static_cast<size_t>(depth), 15);
+  std::vector<float> panel(static_cast<size_t>(depth * 4 * units));
+  for (int64_t i = 0; i < depth; ++i)
+    for (int64_t gate = 0; gate < 4; ++gate)
+      for (int64_t j = 0; j < units; ++j)
+        panel[static_cast<size_t>(i * 4 * units + gate * units + j)] = w[i * width + gate * hidden + u0 + j];
+  std::vector<float> plain(static_cast<size_t>(width)), split(static_cast<size_t>(width), 0.0f);
+  tapegrad::cpu::gemv_columns_avx512(depth, width, 1.0f, w.data(), width, x.data(), 0.0f, plain.data());
+  tapegrad::cpu::gemv_segmented_columns_avx512(input, x.data(), hidden, x.data() + input, 4, units, panel.data(),
+                                               4 * units, units, 0.0f, split.data() + u0, hidden);
+  for (int64_t gate = 0; gate < 4; ++gate)
+    for (int64_t j = u0; j < u0 + units; ++j)
+      ASSERT_EQ(split[gate * hidden + j], plain[gate * hidden + j]) << "gate " << gate << " unit " << j;
 }
 
 // The product an LSTM step takes at batch 1 goes through mm as a [1, k] x [k, n] product; it must

@@ -128,6 +128,30 @@ TEST(CudaLinearEpilogues, MatchesTheCpuWithAndWithoutBias) {
   }
 }
 
+// linear_relu without a tape: one product with the RELU_BIAS epilogue where the fused form applies
+// (n, m, k >= 2), the plain product and an in-place clamp elsewhere; both against the CPU's
+// relu(linear) in f64 (values in [-1, 1]: about half of the outputs are clamped).
+TEST(CudaLinearEpilogues, LinearReluUsesTheReluBiasEpilogue) {
+  SKIP_WITHOUT_GPU();
+  for (Shape3 s : {Shape3{1, 7, 5}, Shape3{5, 7, 3}, Shape3{64, 128, 32}}) {
+    const std::string what = std::to_string(s.n) + "x" + std::to_string(s.in) + "->" + std::to_string(s.out);
+    Tensor x = uniform_cpu({s.n, s.in}, 1), w = uniform_cpu({s.out, s.in}, 2), b = uniform_cpu({s.out}, 3);
+    const Tensor want = relu(linear(x, w, b));
+#if defined(TAPEGRAD_TEST_CUDA_EMULATOR)
+    const int64_t before = tapegrad_emu::cublaslt_matmul_count(CUBLASLT_EPILOGUE_RELU_BIAS);
+#endif
+    Tensor got;
+    {
+      InferenceMode guard;
+      got = linear_relu(x.to(kFloat32).to(kCUDA), w.to(kFloat32).to(kCUDA), b.to(kFloat32).to(kCUDA));
+    }
+    testing::expect_allclose(got, want, {1e-5, 1e-5 + 2e-6 * s.in}, what);
+#if defined(TAPEGRAD_TEST_CUDA_EMULATOR)
+    EXPECT_EQ(tapegrad_emu::cublaslt_matmul_count(CUBLASLT_EPILOGUE_RELU_BIAS) - before, s.n >= 2 ? 1 : 0) << what;
+#endif
+  }
+}
+
 TEST(CudaLinearEpilogues, TransposedAndPaddedInputsRunFused) {
   SKIP_WITHOUT_GPU();
   // x^T stored contiguously: unit row stride, read transposed without a copy.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/weight_layouts.h"
+#include "cpu/kernels/lstm_batch1.h"
 #include "support/test_util.h"
 #include "support/thread_count.h"
 
@@ -150,6 +151,71 @@ TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
     EXPECT_LT(relative_error(two[i], expected[i]), 2e-5) << names[i];
     EXPECT_LT(relative_error(two[i], one[i]), 1e-6) << names[i] << ": one thread against two";
   }
+}
+
+// Batch 1 takes its own path (Note [batch-1 recurrence split by hidden units] in
+// src/cpu/kernels/lstm.cpp): threads share the hidden units, each multiplying its own packed
+// columns. Shapes: a part ending in a partial vector (H = 72), three parts of uneven size
+// (H = 136), parts of several panels (H = 272). Values and gradients match the step-by-step
+// reference, and every thread count gives the same bits.
+std::vector<double> all_values(const std::vector<Tensor>& ts) {
+  std::vector<double> out;
+  for (const Tensor& t : ts) {
+    std::vector<double> v = testing::values(t);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST_P(LstmLayer, BatchOneSplitByUnitsMatchesReferenceAndOneThreadBitForBit) {
+  if (!cpu::lstm_batch1_path_applies(1, kFloat32, false)) GTEST_SKIP() << "no AVX-512: the batch-1 path is off";
+  const Case& c = GetParam();
+  struct Shape3 {
+    int64_t steps, input, hidden;
+  };
+  for (const Shape3 shape : {Shape3{48, 9, 72}, Shape3{14, 9, 136}, Shape3{4, 9, 272}}) {
+    SCOPED_TRACE("H = " + std::to_string(shape.hidden));
+    auto run = [&](int threads) {
+      testing::ThreadCount thread_count(threads);
+      EXPECT_EQ(cpu::lstm_batch1_parts(shape.steps, shape.hidden, shape.input),
+                std::min<int64_t>(threads, shape.hidden / 32))
+          << "the split this test means to exercise";
+      LstmInputs in = make_inputs(shape.steps, 1, shape.input, shape.hidden, kFloat32, false, 41);
+      if (c.lengths) in.lengths = tensor<int64_t>({shape.steps - 3});
+      LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
+      objective(out, 7).backward();
+      std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
+      for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) results.push_back(t.grad());
+      return std::make_pair(in, results);
+    };
+    auto [in, one] = run(1);
+    const std::vector<double> one_bits = all_values(one);
+    for (int threads : {2, 3}) EXPECT_TRUE(all_values(run(threads).second) == one_bits) << threads << " threads";
+
+    LstmLayerOutput ref = reference(in, c.reverse);
+    for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
+    objective(ref, 7).backward();
+    std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
+    for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) expected.push_back(t.grad());
+    const char* names[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_LT(relative_error(one[i], expected[i]), 2e-5) << names[i];
+  }
+}
+
+// Negative control for the bit-for-bit comparison above: one ulp in one input is seen.
+TEST(LstmLayerOp, BatchOneBitComparisonSeesOneUlp) {
+  testing::ThreadCount thread_count(2);
+  auto run = [](bool nudge) {
+    LstmInputs in = make_inputs(48, 1, 9, 72, kFloat32, false, 41);
+    if (nudge) {
+      float* x = in.x.data<float>();
+      x[5] = std::nextafter(x[5], 1.0f);
+    }
+    LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, false);
+    return all_values({out.output, out.h_n, out.c_n});
+  };
+  EXPECT_TRUE(run(false) == run(false));
+  EXPECT_FALSE(run(false) == run(true));
 }
 
 // A classifier reads only h_n: the output sequence's gradient is then the engine's broadcast

@@ -17,4 +17,13 @@ bool gemv_avx512_available();
 void gemv_columns_avx512(int64_t rows, int64_t cols, float alpha, const float* mat, int64_t lead, const float* x,
                          float beta, float* y);
 
+// The same product restricted to `segments` (1 to 4) blocks of `cols` columns: for s < segments
+// and j < cols, y[s * y_stride + j] = sum_i v[i] M[i, s * stride + j] + beta * y[s * y_stride + j],
+// where v is x1 (rows1 entries) followed by x2 (rows2 entries) and M (rows1 + rows2 rows, leading
+// dimension `lead`) starts at `mat`. Each y element has the bits gemv_columns_avx512 gives it with
+// alpha = 1 and v contiguous (Note [segmented columns]). On the calling thread.
+void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments,
+                                   int64_t cols, const float* mat, int64_t lead, int64_t stride, float beta, float* y,
+                                   int64_t y_stride);
+
 }  // namespace tapegrad::cpu

@@ -10,11 +10,14 @@
 
 #include "backend/kernel_tensors.h"
 #include "cpu/gemm/gemm_rows.h"
+#include "cpu/gemm/gemv_avx512.h"
 #include "cpu/gemm/sbgemm.h"
+#include "cpu/kernels/lstm_batch1.h"
 #include "cpu/kernels/lstm_weight_layout.h"
 #include "cpu/kernels/shared_kernels.h"
 #include "cpu/loops/dtype_dispatch.h"
 #include "cpu/loops/parallel.h"
+#include "cpu/loops/step_barrier.h"
 #include "cpu/loops/vec_math.h"
 
 namespace tapegrad::cpu {
@@ -162,7 +165,125 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
   }
 }
 
+// Note [batch-1 recurrence split by hidden units]: one row cannot be split by batch, and its step
+// is a matrix-vector product [1, I + H] x [I + H, 4H] that reads every weight once: at I = 32,
+// H = 128 that is 320 KiB per step, 50 steps a sequence, so the recurrence runs at the speed the
+// core's L2 streams its weights (Note [unit panels]: packed so that the stream is sequential). Two
+// cores have two L2s. Thread p takes hidden units [u0, u1) and with them the four gate columns of
+// each (i, f, g, o); it multiplies only those columns (its panels stay in its own L2 from step to
+// step), runs the cell for its units and writes its part of h_t and c_t. One barrier per step then
+// makes the whole h_t visible to the next product. The backward splits the same way: the cell
+// backward for its units, a barrier, then dh_prev for its units from every gate gradient (its
+// columns of W_hh). Every product keeps its elements' chains (Note [segmented columns]) and the
+// parts start at multiples of 16 units, so any team gives one thread's bits, which are those of
+// the general path's gemv_columns_avx512. A barrier costs about 0.3 us between two cores here, a
+// step's product about 1.5 us on one core: a team needs at least kMinUnitsPerThread units each.
+constexpr int64_t kMinUnitsPerThread = 32;
+
+// Runs body(thread, threads) on a team of `team` threads, or on fewer if OpenMP gives fewer: then
+// some thread runs more than one part (parts thread, thread + threads, ...) in each step.
+template <class F>
+void over_unit_parts(int team, const F& body) {
+  if (team <= 1) {
+    body(0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(team)
+  body(omp_get_thread_num(), omp_get_num_threads());
+}
+
+void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const float* xs, int64_t input, float* z,
+                            float* h, float* c, const float* h_init, const float* c_init, const int64_t* len,
+                            int64_t steps, int64_t hidden, bool reverse) {
+  const int64_t width = 4 * hidden;
+  const float* b = layout.bias.defined() ? static_cast<const float*>(layout.bias.data_ptr()) : nullptr;
+  StepBarrier barrier(parts);
+  over_unit_parts(parts, [&](int thread, int threads) {
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = reverse ? steps - 1 - s : s;
+      const float* hp = s == 0 ? h_init : h + (reverse ? t + 1 : t - 1) * hidden;
+      const float* cp = s == 0 ? c_init : c + (reverse ? t + 1 : t - 1) * hidden;
+      float* zt = z + t * width;
+      float* hn = h + t * hidden;
+      float* cn = c + t * hidden;
+      for (int part = thread; part < parts; part += threads) {
+        const UnitRange units = unit_range(hidden, parts, part);
+        const int64_t u0 = units.begin, n = units.end - units.begin;
+        if (!row_active(len, 0, t)) {
+          std::copy_n(hp + u0, n, hn + u0);
+          std::copy_n(cp + u0, n, cn + u0);
+          for (int64_t gate = 0; gate < 4; ++gate) std::fill_n(zt + gate * hidden + u0, n, 0.0f);
+          continue;
+        }
+        for (const UnitPanel& panel : layout.panels) {
+          if (panel.part != part) continue;
+          float* y = zt + panel.u0;
+          if (b != nullptr)
+            for (int64_t gate = 0; gate < 4; ++gate)
+              std::copy_n(b + gate * hidden + panel.u0, panel.units, y + gate * hidden);
+          gemv_segmented_columns_avx512(input, xs + t * input, hidden, hp, 4, panel.units,
+                                        static_cast<const float*>(panel.data.data_ptr()), 4 * panel.units, panel.units,
+                                        b != nullptr ? 1.0f : 0.0f, y, hidden);
+        }
+        forward_row_f32(zt + u0, zt + hidden + u0, zt + 2 * hidden + u0, zt + 3 * hidden + u0, cp + u0, cn + u0,
+                        hn + u0, n);
+      }
+      if (threads > 1) barrier.arrive_and_wait(thread, threads, s + 1);
+    }
+  });
+}
+
+// db: [4H] bias-gradient sums (each part adds its own columns) or null; g: the output gradient
+// (strides gs0 between steps, gs2 between units) or null when it is zero.
+void backward_by_unit_panels(int parts, const BackwardUnitPanels& layout, const float* a, const float* c,
+                             const float* c_init, const float* g, int64_t gs0, int64_t gs2, float* dh, float* dc,
+                             float* dz, double* db, const int64_t* len, int64_t steps, int64_t hidden, bool reverse) {
+  const int64_t width = 4 * hidden;
+  StepBarrier barrier(parts);
+  over_unit_parts(parts, [&](int thread, int threads) {
+    for (int64_t s = steps - 1; s >= 0; --s) {
+      const int64_t t = reverse ? steps - 1 - s : s;
+      const float* cp = s == 0 ? c_init : c + (reverse ? t + 1 : t - 1) * hidden;
+      const float* at = a + t * width;
+      float* dzt = dz + t * width;
+      for (int part = thread; part < parts; part += threads) {
+        const UnitRange units = unit_range(hidden, parts, part);
+        const int64_t u0 = units.begin, n = units.end - units.begin;
+        if (g != nullptr)
+          for (int64_t j = u0; j < u0 + n; ++j) dh[j] += g[t * gs0 + j * gs2];
+        if (!row_active(len, 0, t)) {
+          for (int64_t gate = 0; gate < 4; ++gate) std::fill_n(dzt + gate * hidden + u0, n, 0.0f);
+        } else {
+          backward_row_f32(at + u0, at + hidden + u0, at + 2 * hidden + u0, at + 3 * hidden + u0, cp + u0,
+                           c + t * hidden + u0, dh + u0, dc + u0, dzt + u0, dzt + hidden + u0, dzt + 2 * hidden + u0,
+                           dzt + 3 * hidden + u0, n);
+        }
+        if (db != nullptr)
+          for (int64_t gate = 0; gate < 4; ++gate) add_row(db + gate * hidden + u0, dzt + gate * hidden + u0, n);
+      }
+      if (threads > 1) barrier.arrive_and_wait(thread, threads, steps - s);
+      // dh_prev += dgates W_hh for each part's units, from every gate gradient.
+      for (const UnitPanel& panel : layout.panels) {
+        if (panel.part % threads != thread) continue;
+        gemv_columns_avx512(width, panel.units, 1.0f, static_cast<const float*>(panel.data.data_ptr()), panel.units,
+                            dzt, 1.0f, dh + panel.u0);
+      }
+    }
+  });
+}
+
 }  // namespace
+
+bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products) {
+  return batch == 1 && dtype == kFloat32 && !bf16_products && gemv_avx512_available();
+}
+
+int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input) {
+  const int threads = get_num_threads();
+  const int64_t macs = steps * (input + hidden) * 4 * hidden;
+  if (threads <= 1 || omp_in_parallel() || macs < kMinRecurrenceMacs) return 1;
+  return static_cast<int>(std::clamp<int64_t>(hidden / kMinUnitsPerThread, 1, threads));
+}
 
 // Note [batch-parallel recurrence]. Step s runs time t = reverse ? T-1-s : s. Each thread's rows of
 // a step are one product [x_t, h_{t-1}] [W_ih^T; W_hh^T] onto the bias: the input projection costs
@@ -181,6 +302,15 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
   // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and b_ih + b_hh, made once for every step (or kept from an
   // earlier call with the same weights: Note [kept weight layouts]).
+  if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
+    const int parts = lstm_batch1_parts(steps, hidden, input);
+    forward_by_unit_panels(parts, *forward_unit_panels(w_ih, w_hh, b_ih, b_hh, parts),
+                           static_cast<const float*>(x.data_ptr()), input, static_cast<float*>(gates.data_ptr()),
+                           static_cast<float*>(h_all.data_ptr()), static_cast<float*>(c_all.data_ptr()),
+                           static_cast<const float*>(h0.data_ptr()), static_cast<const float*>(c0.data_ptr()), len,
+                           steps, hidden, reverse);
+    return;
+  }
   const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products);
   const Tensor& bias = layout->bias;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
@@ -266,6 +396,24 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     // Or a zero broadcast from one element.
     const bool output_grad_is_zero = g == nullptr || (gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0));
     const bool want_bias = grad_b_ih.defined() || grad_b_hh.defined();
+    const auto write_bias_grads = [&](const double* sums) {
+      for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh}) {  // the same gradient for both
+        if (!grad_bias->defined()) continue;
+        T* out = static_cast<T*>(grad_bias->data_ptr());
+        for (int64_t j = 0; j < width; ++j) out[j] = static_cast<T>(sums[j]);
+      }
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
+        const int parts = lstm_batch1_parts(steps, hidden, 0);
+        std::vector<double> db(want_bias ? static_cast<size_t>(width) : 0, 0.0);
+        backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
+                                output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dz,
+                                want_bias ? db.data() : nullptr, len, steps, hidden, reverse);
+        if (want_bias) write_bias_grads(db.data());
+        return;
+      }
+    }
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
@@ -307,11 +455,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     });
     if (want_bias) {
       for (int part = 1; part < team; ++part) add_row(partial_db.data(), partial_db.data() + part * width, width);
-      for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh}) {  // the same gradient for both
-        if (!grad_bias->defined()) continue;
-        T* out = static_cast<T*>(grad_bias->data_ptr());
-        for (int64_t j = 0; j < width; ++j) out[j] = static_cast<T>(partial_db[static_cast<size_t>(j)]);
-      }
+      write_bias_grads(partial_db.data());
     }
   });
 }

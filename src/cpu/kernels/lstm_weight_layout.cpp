@@ -10,8 +10,28 @@
 namespace tapegrad::cpu {
 
 namespace {
-enum Kind : int { kForward, kBackwardWhhBf16 };
+// The panel layouts depend on the part count too: kinds kForwardPanels + parts, and so on.
+enum Kind : int { kForward, kBackwardWhhBf16, kForwardPanels = 1 << 10, kBackwardPanels = 2 << 10 };
+constexpr int64_t kMaxPanelUnits = 64;
+
+// b_ih + b_hh, or the one defined, or undefined.
+Tensor combined_bias(const Tensor& b_ih, const Tensor& b_hh, const Tensor& like) {
+  if (b_ih.defined() && b_hh.defined()) {
+    Tensor bias = backend::allocate_tensor({b_ih.size(0)}, like.dtype(), like.device(), "lstm");
+    binary(BinaryOp::Add, b_ih.detach(), b_hh.detach(), bias);
+    return bias;
+  }
+  if (b_ih.defined() || b_hh.defined()) return backend::contiguous_copy(b_ih.defined() ? b_ih : b_hh, "lstm");
+  return Tensor();
+}
 }  // namespace
+
+UnitRange unit_range(int64_t hidden, int parts, int part) {
+  const int64_t vectors = hidden / kUnitsPerVector;
+  const int64_t begin = kUnitsPerVector * (vectors * part / parts);
+  const int64_t end = part + 1 == parts ? hidden : kUnitsPerVector * (vectors * (part + 1) / parts);
+  return {begin, end};
+}
 
 std::shared_ptr<const ForwardWeights> forward_weights(const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
                                                       const Tensor& b_hh, DType products) {
@@ -25,13 +45,55 @@ std::shared_ptr<const ForwardWeights> forward_weights(const Tensor& w_ih, const 
     copy(w_hh.detach().t(), out->w_t.narrow(0, input, hidden));
     if (products == kBFloat16)
       out->w_t_bf16 = PackedBf16Matrix(static_cast<const float*>(out->w_t.data_ptr()), width, 1, depth, width);
-    if (b_ih.defined() && b_hh.defined()) {
-      out->bias = backend::allocate_tensor({width}, dtype, w_hh.device(), "lstm");
-      binary(BinaryOp::Add, b_ih.detach(), b_hh.detach(), out->bias);
-    } else if (b_ih.defined() || b_hh.defined()) {
-      out->bias = backend::contiguous_copy(b_ih.defined() ? b_ih : b_hh, "lstm");
-    }
+    out->bias = combined_bias(b_ih, b_hh, w_hh);
     return std::shared_ptr<const ForwardWeights>(std::move(out));
+  });
+}
+
+std::shared_ptr<const ForwardUnitPanels> forward_unit_panels(const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                                                             const Tensor& b_hh, int parts) {
+  return backend::kept_layout<ForwardUnitPanels>(kForwardPanels + parts, w_hh.dtype(), {w_ih, w_hh, b_ih, b_hh}, [&] {
+    auto out = std::make_shared<ForwardUnitPanels>();
+    const int64_t input = w_ih.size(1), hidden = w_hh.size(1), depth = input + hidden;
+    const Tensor wi = w_ih.detach(), wh = w_hh.detach();
+    for (int part = 0; part < parts; ++part) {
+      const UnitRange range = unit_range(hidden, parts, part);
+      // Panels of equal whole vectors, at most kMaxPanelUnits units each (the last takes the tail).
+      const int64_t vectors = (range.end - range.begin + kUnitsPerVector - 1) / kUnitsPerVector;
+      const int64_t count = (vectors * kUnitsPerVector + kMaxPanelUnits - 1) / kMaxPanelUnits;
+      for (int64_t k = 0; k < count; ++k) {
+        const int64_t u0 = range.begin + kUnitsPerVector * (vectors * k / count);
+        const int64_t u1 = k + 1 == count ? range.end : range.begin + kUnitsPerVector * (vectors * (k + 1) / count);
+        if (u0 >= u1) continue;
+        const int64_t units = u1 - u0;
+        Tensor data = backend::allocate_tensor({depth, 4 * units}, w_hh.dtype(), w_hh.device(), "lstm");
+        for (int64_t gate = 0; gate < 4; ++gate) {
+          const Tensor columns = data.narrow(1, gate * units, units);  // [depth, units], rows 4 * units apart
+          copy(wi.narrow(0, gate * hidden + u0, units).t(), columns.narrow(0, 0, input));
+          copy(wh.narrow(0, gate * hidden + u0, units).t(), columns.narrow(0, input, hidden));
+        }
+        out->panels.push_back(UnitPanel{part, u0, units, std::move(data)});
+      }
+    }
+    out->bias = combined_bias(b_ih, b_hh, w_hh);
+    return std::shared_ptr<const ForwardUnitPanels>(std::move(out));
+  });
+}
+
+std::shared_ptr<const BackwardUnitPanels> backward_unit_panels(const Tensor& w_hh, int parts) {
+  return backend::kept_layout<BackwardUnitPanels>(kBackwardPanels + parts, w_hh.dtype(), {w_hh}, [&] {
+    auto out = std::make_shared<BackwardUnitPanels>();
+    const int64_t hidden = w_hh.size(1);
+    const Tensor w = w_hh.detach();
+    for (int part = 0; part < parts; ++part) {
+      const UnitRange range = unit_range(hidden, parts, part);
+      const int64_t units = range.end - range.begin;
+      if (units <= 0) continue;
+      const Tensor columns = w.narrow(1, range.begin, units);
+      out->panels.push_back(UnitPanel{part, range.begin, units,
+                                      columns.is_contiguous() ? columns : backend::contiguous_copy(columns, "lstm")});
+    }
+    return std::shared_ptr<const BackwardUnitPanels>(std::move(out));
   });
 }
 
