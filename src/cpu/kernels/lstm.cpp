@@ -5,6 +5,7 @@
 #include "math/lstm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <type_traits>
 #include <vector>
 
@@ -180,6 +181,17 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
 // step's product about 1.5 us on one core: a team needs at least kMinUnitsPerThread units each.
 constexpr int64_t kMinUnitsPerThread = 32;
 
+// Runs the call on the team lstm_batch1_choose picks for its kind (Note [measured choice of the
+// batch-1 split]) and reports how long it took per step.
+template <class F>
+void timed_batch1_call(const Batch1Kind& kind, int64_t steps, const F& run) {
+  const int parts = lstm_batch1_choose(kind);
+  const auto start = std::chrono::steady_clock::now();
+  run(parts);
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  lstm_batch1_record(kind, parts, ns / static_cast<double>(std::max<int64_t>(steps, 1)));
+}
+
 // Runs body(thread, threads) on a team of `team` threads, or on fewer if OpenMP gives fewer: then
 // some thread runs more than one part (parts thread, thread + threads, ...) in each step.
 template <class F>
@@ -303,12 +315,14 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and b_ih + b_hh, made once for every step (or kept from an
   // earlier call with the same weights: Note [kept weight layouts]).
   if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
-    const int parts = lstm_batch1_parts(steps, hidden, input);
-    forward_by_unit_panels(parts, *forward_unit_panels(w_ih, w_hh, b_ih, b_hh, parts),
-                           static_cast<const float*>(x.data_ptr()), input, static_cast<float*>(gates.data_ptr()),
-                           static_cast<float*>(h_all.data_ptr()), static_cast<float*>(c_all.data_ptr()),
-                           static_cast<const float*>(h0.data_ptr()), static_cast<const float*>(c0.data_ptr()), len,
-                           steps, hidden, reverse);
+    const Batch1Kind kind{hidden, input, false, lstm_batch1_parts(steps, hidden, input)};
+    timed_batch1_call(kind, steps, [&](int parts) {
+      forward_by_unit_panels(parts, *forward_unit_panels(w_ih, w_hh, b_ih, b_hh, parts),
+                             static_cast<const float*>(x.data_ptr()), input, static_cast<float*>(gates.data_ptr()),
+                             static_cast<float*>(h_all.data_ptr()), static_cast<float*>(c_all.data_ptr()),
+                             static_cast<const float*>(h0.data_ptr()), static_cast<const float*>(c0.data_ptr()), len,
+                             steps, hidden, reverse);
+    });
     return;
   }
   const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products);
@@ -405,11 +419,13 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     };
     if constexpr (std::is_same_v<T, float>) {
       if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
-        const int parts = lstm_batch1_parts(steps, hidden, 0);
         std::vector<double> db(want_bias ? static_cast<size_t>(width) : 0, 0.0);
-        backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
-                                output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dz,
-                                want_bias ? db.data() : nullptr, len, steps, hidden, reverse);
+        const Batch1Kind kind{hidden, 0, true, lstm_batch1_parts(steps, hidden, 0)};
+        timed_batch1_call(kind, steps, [&](int parts) {
+          backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
+                                  output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dz,
+                                  want_bias ? db.data() : nullptr, len, steps, hidden, reverse);
+        });
         if (want_bias) write_bias_grads(db.data());
         return;
       }

@@ -1,5 +1,6 @@
 // When the CPU LSTM recurrence takes its batch-1 path, and on how many threads (Note [batch-1
-// recurrence split by hidden units] in lstm.cpp). Declared for the tests that check both.
+// recurrence split by hidden units] in lstm.cpp), the latter chosen by measurement (Note [measured
+// choice of the batch-1 split] in lstm_batch1.cpp). Declared for lstm.cpp and its tests.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +15,36 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products);
 // The threads that share its hidden units: 1 when the machine, the calling context (a parallel
 // region) or the work (steps x the step's multiply-adds) does not pay for more.
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input);
+
+// The choice between one thread and a split team for one kind of call, from the time per step each
+// has taken lately. Not thread-safe by itself (the registry below locks around it).
+class SplitChoice {
+ public:
+  // Threads for the next call: max_parts (the split) or 1.
+  int choose(int max_parts);
+  // A call on `parts` threads took `ns_per_step` per step.
+  void record(int parts, int max_parts, double ns_per_step);
+
+  static constexpr int kWarmCalls = 3;     // each way, before the averages decide
+  static constexpr int kProbeEvery = 64;   // calls between tries of the way not taken
+  static constexpr double kWeight = 0.25;  // of a new time in the running average
+
+ private:
+  double average_[2] = {0.0, 0.0};  // ns per step: [0] one thread, [1] the split
+  int samples_[2] = {0, 0};
+  int64_t calls_ = 0;
+};
+
+// One kind of call: a direction of the recurrence at one shape and team size.
+struct Batch1Kind {
+  int64_t hidden, input;
+  bool backward;
+  int max_parts;
+  bool operator<(const Batch1Kind& o) const;
+};
+int lstm_batch1_choose(const Batch1Kind& kind);
+void lstm_batch1_record(const Batch1Kind& kind, int parts, double ns_per_step);
+// Forgets every measurement (tests: the next calls of each kind start with the split).
+void lstm_batch1_forget_timings();
 
 }  // namespace tapegrad::cpu

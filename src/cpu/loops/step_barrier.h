@@ -42,7 +42,8 @@ class StepBarrier {
   }
 
  private:
-  static constexpr int kSpinsBeforeYield = 4096;
+  // About 20 us of pause instructions (22 ns each on a Zen 5), where a step's wait is under 1 us.
+  static constexpr int kSpinsBeforeYield = 1024;
   struct alignas(64) Slot {
     std::atomic<int64_t> done{0};
   };

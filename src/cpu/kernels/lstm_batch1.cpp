@@ -1,0 +1,69 @@
+// Note [measured choice of the batch-1 split]: the batch-1 recurrence split by hidden units (Note
+// [batch-1 recurrence split by hidden units] in lstm.cpp) meets the other thread every step, about
+// every microsecond, so it is fast only while both threads keep their cores and the two cores pass
+// h_t between them quickly. On a shared or virtual machine that changes from minute to minute:
+// measured on the same 2-vCPU machine, the same binary ran a `lstm_small`:1 training step in 0.20 ms
+// and, minutes later, in 0.46 ms, where one thread takes 0.27 ms throughout. Both ways give the same
+// bits, so the library may pick by speed alone: each kind of call (direction, shape, team size)
+// keeps a running average of the time per step of each way, tries each a few times first, then
+// takes the faster, and tries the other way once every kProbeEvery calls to notice a change.
+#include "cpu/kernels/lstm_batch1.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace tapegrad::cpu {
+
+int SplitChoice::choose(int max_parts) {
+  if (max_parts <= 1) return 1;
+  if (samples_[1] < kWarmCalls) return max_parts;
+  if (samples_[0] < kWarmCalls) return 1;
+  const bool split_faster = average_[1] <= average_[0];
+  const bool probe = ++calls_ % kProbeEvery == 0;
+  return split_faster != probe ? max_parts : 1;
+}
+
+void SplitChoice::record(int parts, int max_parts, double ns_per_step) {
+  if (max_parts <= 1) return;
+  const int way = parts > 1 ? 1 : 0;
+  average_[way] = samples_[way] == 0 ? ns_per_step : average_[way] + kWeight * (ns_per_step - average_[way]);
+  ++samples_[way];
+}
+
+bool Batch1Kind::operator<(const Batch1Kind& o) const {
+  return std::tie(hidden, input, backward, max_parts) < std::tie(o.hidden, o.input, o.backward, o.max_parts);
+}
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::map<Batch1Kind, SplitChoice> choices;
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: calls may come from threads at exit
+  return *r;
+}
+}  // namespace
+
+int lstm_batch1_choose(const Batch1Kind& kind) {
+  if (kind.max_parts <= 1) return 1;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.choices[kind].choose(kind.max_parts);
+}
+
+void lstm_batch1_record(const Batch1Kind& kind, int parts, double ns_per_step) {
+  if (kind.max_parts <= 1) return;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.choices[kind].record(parts, kind.max_parts, ns_per_step);
+}
+
+void lstm_batch1_forget_timings() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.choices.clear();
+}
+
+}  // namespace tapegrad::cpu

@@ -1,0 +1,67 @@
+// The measured choice between one thread and the split team for the batch-1 LSTM recurrence (Note
+// [measured choice of the batch-1 split], src/cpu/kernels/lstm_batch1.cpp), fed made-up times:
+// each way is tried first, the faster is kept, the other is tried again now and then, and a change
+// in which is faster is followed.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cpu/kernels/lstm_batch1.h"
+
+namespace {
+
+using tapegrad::cpu::SplitChoice;
+
+// Runs `calls` calls, each taking split_ns or single_ns per step as its way; returns the ways.
+std::vector<int> run(SplitChoice& choice, int calls, double split_ns, double single_ns, int max_parts = 2) {
+  std::vector<int> ways;
+  for (int i = 0; i < calls; ++i) {
+    const int parts = choice.choose(max_parts);
+    ways.push_back(parts);
+    choice.record(parts, max_parts, parts > 1 ? split_ns : single_ns);
+  }
+  return ways;
+}
+
+int count(const std::vector<int>& ways, int parts) {
+  int n = 0;
+  for (int w : ways) n += w == parts;
+  return n;
+}
+
+TEST(Batch1SplitChoice, TriesTheSplitFirstThenOneThread) {
+  SplitChoice choice;
+  const std::vector<int> ways = run(choice, 2 * SplitChoice::kWarmCalls, 1000, 2000);
+  for (int i = 0; i < SplitChoice::kWarmCalls; ++i) {
+    EXPECT_EQ(ways[i], 2) << "call " << i;
+    EXPECT_EQ(ways[SplitChoice::kWarmCalls + i], 1) << "call " << SplitChoice::kWarmCalls + i;
+  }
+}
+
+TEST(Batch1SplitChoice, KeepsTheFasterWayAndProbesTheOther) {
+  for (bool split_faster : {true, false}) {
+    SplitChoice choice;
+    run(choice, 2 * SplitChoice::kWarmCalls, split_faster ? 1000 : 3000, 2000);
+    const std::vector<int> ways = run(choice, 10 * SplitChoice::kProbeEvery, split_faster ? 1000 : 3000, 2000);
+    const int slower = split_faster ? 1 : 2;
+    EXPECT_EQ(count(ways, slower), 10) << "one probe every " << SplitChoice::kProbeEvery << " calls";
+  }
+}
+
+TEST(Batch1SplitChoice, FollowsAChangeOfWhichIsFaster) {
+  SplitChoice choice;
+  run(choice, 2 * SplitChoice::kWarmCalls + 200, 1000, 2000);  // the split wins
+  // The machine gets busy: the split now takes 4000 ns per step. After a few probes of one thread
+  // the average says so, and one thread is kept.
+  run(choice, 10 * SplitChoice::kProbeEvery, 4000, 2000);
+  const std::vector<int> ways = run(choice, SplitChoice::kProbeEvery, 4000, 2000);
+  EXPECT_GE(count(ways, 1), SplitChoice::kProbeEvery - 1);
+}
+
+TEST(Batch1SplitChoice, OneThreadAllowedMeansOneThread) {
+  SplitChoice choice;
+  const std::vector<int> ways = run(choice, 10, 1, 1000, /*max_parts=*/1);
+  EXPECT_EQ(count(ways, 1), 10);
+}
+
+}  // namespace
