@@ -180,6 +180,10 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
 // the general path's gemv_columns_avx512. A barrier costs about 0.3 us between two cores here, a
 // step's product about 1.5 us on one core: a team needs at least kMinUnitsPerThread units each.
 constexpr int64_t kMinUnitsPerThread = 32;
+// The split is measured against one thread (Note [measured choice of the batch-1 split]), so it may
+// be offered for any call whose weights outgrow L1 many times over: 2^17 multiply-adds is 512 KiB
+// of weights per call, e.g. one streaming step of a 256-unit layer (which reads 1.3-2 MiB).
+constexpr int64_t kMinSplitMacs = int64_t{1} << 17;
 
 // Runs the call on the team lstm_batch1_choose picks for its kind (Note [measured choice of the
 // batch-1 split]) and reports how long it took per step.
@@ -293,7 +297,7 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products) {
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input) {
   const int threads = get_num_threads();
   const int64_t macs = steps * (input + hidden) * 4 * hidden;
-  if (threads <= 1 || omp_in_parallel() || macs < kMinRecurrenceMacs) return 1;
+  if (threads <= 1 || omp_in_parallel() || macs < kMinSplitMacs) return 1;
   return static_cast<int>(std::clamp<int64_t>(hidden / kMinUnitsPerThread, 1, threads));
 }
 
