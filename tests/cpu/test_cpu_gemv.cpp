@@ -154,6 +154,33 @@ TEST_F(Gemv, SegmentedColumnsOfAPanelEqualThePlainProduct) {
       ASSERT_EQ(split[gate * hidden + j], plain[gate * hidden + j]) << "gate " << gate << " unit " << j;
 }
 
+// A chain split in two (the input rows first, Note [the input rows first] in kernels/lstm.cpp)
+// and carried on with the bias added at the end has the bits of the one-shot product onto the
+// bias; without a bias, those of beta = 0.
+TEST_F(Gemv, SegmentedChainsCarriedOnEqualTheWholeChain) {
+  for (int64_t units : {7, 16, 40, 64})
+    for (bool with_bias : {true, false}) {
+      const int64_t input = 32, hidden = 96, depth = input + hidden, lead = 4 * units + 3, y_stride = units + 5;
+      const std::vector<float> m = uniform_values<float>(static_cast<size_t>(depth * lead), 21);
+      const std::vector<float> x = uniform_values<float>(static_cast<size_t>(depth), 22);
+      const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(3 * y_stride + units), 23);
+      std::vector<float> whole = with_bias ? bias : std::vector<float>(bias.size(), 0.0f);
+      tapegrad::cpu::gemv_segmented_columns_avx512(input, x.data(), hidden, x.data() + input, 4, units, m.data(), lead,
+                                                   units, with_bias ? 1.0f : 0.0f, whole.data(), y_stride);
+      std::vector<float> split(bias.size(), std::numeric_limits<float>::quiet_NaN());
+      tapegrad::cpu::gemv_segmented_columns_avx512(input, x.data(), 0, x.data(), 4, units, m.data(), lead, units, 0.0f,
+                                                   split.data(), y_stride);
+      tapegrad::cpu::gemv_segmented_columns_continue_avx512(hidden, x.data() + input, 4, units, m.data() + input * lead,
+                                                            lead, units, with_bias ? bias.data() : nullptr,
+                                                            split.data(), y_stride);
+      for (int64_t gate = 0; gate < 4; ++gate)
+        for (int64_t j = 0; j < units; ++j) {
+          const size_t k = static_cast<size_t>(gate * y_stride + j);
+          ASSERT_EQ(split[k], whole[k]) << "units " << units << " bias " << with_bias << " gate " << gate << " j " << j;
+        }
+    }
+}
+
 // The product an LSTM step takes at batch 1 goes through mm as a [1, k] x [k, n] product; it must
 // agree with a double-precision reference.
 TEST(GemvThroughMm, BatchOneRowTimesMatrix) {

@@ -77,11 +77,19 @@ constexpr BlockFn block_for(int vectors, std::integer_sequence<int, V...>) {
 // the rows in order, so the result has gemv_columns_avx512's bits (alpha = 1: acc * 1 = acc).
 template <int S, int V>
 TG_AVX512 void segmented_block(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int64_t stride,
-                               const float* mat, int64_t lead, float beta, float* y, int64_t y_stride, int64_t tail) {
+                               const float* mat, int64_t lead, float beta, float* y, int64_t y_stride, int64_t tail,
+                               bool from_y, const float* addend) {
   const __mmask16 last = lanes(tail);
   __m512 acc[S * V];
 #pragma GCC unroll 16
   for (int v = 0; v < S * V; ++v) acc[v] = _mm512_setzero_ps();
+  if (from_y) {  // a chain carried on: y holds its accumulators
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[s * V + v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : __mmask16(0xFFFF), y + s * y_stride + 16 * v);
+  }
   for (int64_t i = 0; i < rows1 + rows2; ++i) {
     const float* row = mat + i * lead;
     const __m512 xi = _mm512_set1_ps(i < rows1 ? x1[i] : x2[i - rows1]);
@@ -102,14 +110,18 @@ TG_AVX512 void segmented_block(int64_t rows1, const float* x1, int64_t rows2, co
       const __mmask16 m = v == V - 1 ? last : __mmask16(0xFFFF);
       float* out = y + s * y_stride + 16 * v;
       __m512 r = acc[s * V + v];
-      if (beta != 0.0f) r = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, out), r);
+      if (addend != nullptr) {
+        r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, addend + s * y_stride + 16 * v));
+      } else if (beta != 0.0f) {
+        r = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m, out), r);
+      }
       _mm512_mask_storeu_ps(out, m, r);
     }
   }
 }
 
 using SegmentedFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, const float*, int64_t, float,
-                             float*, int64_t, int64_t);
+                             float*, int64_t, int64_t, bool, const float*);
 
 template <int S, int... V>
 constexpr SegmentedFn segmented_for(int vectors, std::integer_sequence<int, V...>) {
@@ -141,9 +153,10 @@ void gemv_columns_avx512(int64_t rows, int64_t cols, float alpha, const float* m
   }
 }
 
-void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments,
-                                   int64_t cols, const float* mat, int64_t lead, int64_t stride, float beta, float* y,
-                                   int64_t y_stride) {
+namespace {
+void segmented_columns(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments, int64_t cols,
+                       const float* mat, int64_t lead, int64_t stride, float beta, float* y, int64_t y_stride,
+                       bool from_y, const float* addend) {
   TG_ASSERT(segments >= 1 && segments <= 4, "gemv_segmented_columns_avx512: ", segments, " segments");
   const int64_t max_vectors = kMaxVectors / segments;  // per segment, so all of them fit in registers
   const int64_t vectors = (cols + 15) / 16;
@@ -169,9 +182,23 @@ void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2
         fn = segmented_for<4>(v, std::make_integer_sequence<int, kMaxVectors / 4>{});
         break;
     }
-    fn(rows1, x1, rows2, x2, stride, mat + j, lead, beta, y + j, y_stride, tail);
+    fn(rows1, x1, rows2, x2, stride, mat + j, lead, beta, y + j, y_stride, tail, from_y,
+       addend != nullptr ? addend + j : nullptr);
     j += width;
   }
+}
+}  // namespace
+
+void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments,
+                                   int64_t cols, const float* mat, int64_t lead, int64_t stride, float beta, float* y,
+                                   int64_t y_stride) {
+  segmented_columns(rows1, x1, rows2, x2, segments, cols, mat, lead, stride, beta, y, y_stride, false, nullptr);
+}
+
+void gemv_segmented_columns_continue_avx512(int64_t rows, const float* x, int segments, int64_t cols, const float* mat,
+                                            int64_t lead, int64_t stride, const float* addend, float* y,
+                                            int64_t y_stride) {
+  segmented_columns(rows, x, 0, x, segments, cols, mat, lead, stride, 0.0f, y, y_stride, true, addend);
 }
 
 #else
@@ -183,6 +210,8 @@ bool gemv_avx512_available() {
 void gemv_columns_avx512(int64_t, int64_t, float, const float*, int64_t, const float*, float, float*) {}
 void gemv_segmented_columns_avx512(int64_t, const float*, int64_t, const float*, int, int64_t, const float*, int64_t,
                                    int64_t, float, float*, int64_t) {}
+void gemv_segmented_columns_continue_avx512(int64_t, const float*, int, int64_t, const float*, int64_t, int64_t,
+                                            const float*, float*, int64_t) {}
 
 #endif
 

@@ -26,4 +26,13 @@ void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2
                                    int64_t cols, const float* mat, int64_t lead, int64_t stride, float beta, float* y,
                                    int64_t y_stride);
 
+// The same chains carried on: each y element holds the accumulator of a chain over earlier rows
+// (as the call above leaves it with beta = 0), and the chain continues over these `rows` rows of M
+// with x; then `addend` (null: nothing) is added, laid out as y is. A chain split this way has the
+// bits of the unsplit chain, and with addend = the bias those of the call above with the bias in y
+// and beta = 1 (the one rounding of bias + acc either way).
+void gemv_segmented_columns_continue_avx512(int64_t rows, const float* x, int segments, int64_t cols, const float* mat,
+                                            int64_t lead, int64_t stride, const float* addend, float* y,
+                                            int64_t y_stride);
+
 }  // namespace tapegrad::cpu

@@ -208,6 +208,12 @@ void over_unit_parts(int team, const F& body) {
   body(omp_get_thread_num(), omp_get_num_threads());
 }
 
+// Note [the input rows first]: a step's chain runs over the input rows (x_t) and then the hidden
+// rows (h_{t-1}), and only the second part waits for the step before. So each thread first runs the
+// input part of every step's chains, panel by panel (a panel's input rows, 32 KiB at I = 32 and 64
+// units, stay in L1 for all the steps), leaving each chain's accumulator in the gates; each step
+// then carries its chains on over the hidden rows and adds the bias. The chains are the same, so
+// are the bits, and a step streams 256 KiB of weights instead of 320 at I = 32, H = 128.
 void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const float* xs, int64_t input, float* z,
                             float* h, float* c, const float* h_init, const float* c_init, const int64_t* len,
                             int64_t steps, int64_t hidden, bool reverse) {
@@ -215,6 +221,14 @@ void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const fl
   const float* b = layout.bias.defined() ? static_cast<const float*>(layout.bias.data_ptr()) : nullptr;
   StepBarrier barrier(parts);
   over_unit_parts(parts, [&](int thread, int threads) {
+    // The input's part of every step's chains first (Note [the input rows first]).
+    for (const UnitPanel& panel : layout.panels) {
+      if (panel.part % threads != thread) continue;
+      const float* w = static_cast<const float*>(panel.data.data_ptr());
+      for (int64_t t = 0; t < steps; ++t)
+        gemv_segmented_columns_avx512(input, xs + t * input, 0, xs, 4, panel.units, w, 4 * panel.units, panel.units,
+                                      0.0f, z + t * width + panel.u0, hidden);
+    }
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
       const float* hp = s == 0 ? h_init : h + (reverse ? t + 1 : t - 1) * hidden;
@@ -233,13 +247,9 @@ void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const fl
         }
         for (const UnitPanel& panel : layout.panels) {
           if (panel.part != part) continue;
-          float* y = zt + panel.u0;
-          if (b != nullptr)
-            for (int64_t gate = 0; gate < 4; ++gate)
-              std::copy_n(b + gate * hidden + panel.u0, panel.units, y + gate * hidden);
-          gemv_segmented_columns_avx512(input, xs + t * input, hidden, hp, 4, panel.units,
-                                        static_cast<const float*>(panel.data.data_ptr()), 4 * panel.units, panel.units,
-                                        b != nullptr ? 1.0f : 0.0f, y, hidden);
+          const float* w = static_cast<const float*>(panel.data.data_ptr()) + input * 4 * panel.units;
+          gemv_segmented_columns_continue_avx512(hidden, hp, 4, panel.units, w, 4 * panel.units, panel.units,
+                                                 b != nullptr ? b + panel.u0 : nullptr, zt + panel.u0, hidden);
         }
         forward_row_f32(zt + u0, zt + hidden + u0, zt + 2 * hidden + u0, zt + 3 * hidden + u0, cp + u0, cn + u0,
                         hn + u0, n);
