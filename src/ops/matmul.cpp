@@ -197,10 +197,12 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const Device device = x.device();
   Tensor out = empty_tensor({n, out_features}, products, device);
   const backend::KernelTable& kernels = backend::kernels(device);
-  const auto fused = relu ? kernels.gemm_bias_relu : kernels.gemm_bias;
-  if (bias.defined() && fused != nullptr) {
-    fused(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
-    if (relu || out.numel() == 0) return out;
+  if (relu && bias.defined() && kernels.gemm_bias_relu != nullptr) {
+    kernels.gemm_bias_relu(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
+    return out;
+  }
+  if (bias.defined() && kernels.gemm_bias != nullptr) {
+    kernels.gemm_bias(x.detach(), weight.detach().t(), bias.detach().contiguous(), out, products);
   } else {
     double beta = 0.0;
     if (bias.defined() && out.numel() > 0) {

@@ -203,6 +203,32 @@ TEST_P(LstmLayer, BatchOneSplitByUnitsMatchesReferenceAndOneThreadBitForBit) {
   }
 }
 
+// Every hidden size at batch 1, down to one unit: panels with a partial vector, one panel or
+// several, a team where the size allows one; against the reference and across thread counts.
+TEST(LstmLayerOp, BatchOneEveryHiddenSize) {
+  for (int64_t hidden : {1, 5, 16, 17, 33, 64, 100}) {
+    SCOPED_TRACE("H = " + std::to_string(hidden));
+    auto run = [&](int threads) {
+      testing::ThreadCount thread_count(threads);
+      cpu::lstm_batch1_forget_timings();
+      LstmInputs in = make_inputs(40, 1, 3, hidden, kFloat32, false, 51);
+      LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, false);
+      objective(out, 8).backward();
+      std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
+      for (const Tensor& t : {in.x, in.w_ih, in.w_hh, in.b_ih}) results.push_back(t.grad());
+      return std::make_pair(in, results);
+    };
+    auto [in, one] = run(1);
+    EXPECT_TRUE(all_values(run(2).second) == all_values(one));
+    LstmLayerOutput ref = reference(in, false);
+    for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
+    objective(ref, 8).backward();
+    std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
+    for (const Tensor& t : {in.x, in.w_ih, in.w_hh, in.b_ih}) expected.push_back(t.grad());
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_LT(relative_error(one[i], expected[i]), 2e-5) << i;
+  }
+}
+
 // Negative control for the bit-for-bit comparison above: one ulp in one input is seen.
 TEST(LstmLayerOp, BatchOneBitComparisonSeesOneUlp) {
   testing::ThreadCount thread_count(2);
