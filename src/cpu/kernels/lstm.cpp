@@ -177,8 +177,9 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
 // backward for its units, a barrier, then dh_prev for its units from every gate gradient (its
 // columns of W_hh). Every product keeps its elements' chains (Note [segmented columns]) and the
 // parts start at multiples of 16 units, so any team gives one thread's bits, which are those of
-// the general path's gemv_columns_avx512. A barrier costs about 0.3 us between two cores here, a
-// step's product about 1.5 us on one core: a team needs at least kMinUnitsPerThread units each.
+// the general path's gemv_columns_avx512. A barrier costs 0.1-0.3 us between two cores here (more
+// when they sit on different CCDs), a step's product about 1.5 us on one core: a team needs at
+// least kMinUnitsPerThread units each.
 constexpr int64_t kMinUnitsPerThread = 32;
 // The split is measured against one thread (Note [measured choice of the batch-1 split]), so it may
 // be offered for any call whose weights outgrow L1 many times over: 2^17 multiply-adds is 512 KiB
