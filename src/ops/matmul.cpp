@@ -190,6 +190,16 @@ void check_linear_inputs(const char* op, const Tensor& x, const Tensor& weight, 
   }
 }
 
+// A linear op of x [..., in] as op(rows) on x's leading dims folded into rows: one GEMM (the
+// reshapes are their own tape nodes), the result [..., out].
+template <class Op>
+Tensor over_rows(const Tensor& x, const Tensor& weight, const Op& op) {
+  Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(weight.size(0));
+  return op(rows).reshape(out_shape);
+}
+
 // x [n, in] @ weight^T + bias into a new [n, out] tensor of type `products`, recording nothing;
 // with `relu`, clamped as well (the backend's gemm_bias_relu where it has one).
 Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, DType products, bool relu) {
@@ -221,13 +231,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_inputs("linear", x, weight, bias);
   const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
-  if (x.dim() != 2) {
-    // Fold the leading dims into rows: one GEMM (the reshape is its own tape node).
-    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
-    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
-    out_shape.push_back(weight.size(0));
-    return linear(rows, weight, bias).reshape(out_shape);
-  }
+  if (x.dim() != 2) return over_rows(x, weight, [&](const Tensor& rows) { return linear(rows, weight, bias); });
   Tensor out = linear_forward(x, weight, bias, products, /*relu=*/false);
   if (any_requires_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
@@ -268,12 +272,7 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_inputs("linear_relu", x, weight, bias);
   if (any_requires_grad({x, weight, bias})) return relu(linear(x, weight, bias));
   const DType products = amp::autocast_inputs(amp::AutocastOp::linear, {&x, &weight, &bias}).products;
-  if (x.dim() != 2) {
-    Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x.reshape({-1, x.size(-1)});
-    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
-    out_shape.push_back(weight.size(0));
-    return linear_relu(rows, weight, bias).reshape(out_shape);
-  }
+  if (x.dim() != 2) return over_rows(x, weight, [&](const Tensor& rows) { return linear_relu(rows, weight, bias); });
   return linear_forward(x, weight, bias, products, /*relu=*/true);
 }
 

@@ -136,58 +136,54 @@ bool gemv_avx512_available() {
   return available;
 }
 
-void gemv_columns_avx512(int64_t rows, int64_t cols, float alpha, const float* mat, int64_t lead, const float* x,
-                         float beta, float* y) {
-  // Blocks of equal width (in whole vectors), so a width just over 256 does not leave a narrow
-  // block whose few chains would wait on the multiply-add latency.
+namespace {
+// Calls block(j, v, tail) for columns [0, cols) cut into blocks of at most max_vectors vectors of
+// equal width (in whole vectors), so a width just over a block's does not leave a narrow block
+// whose few chains would wait on the multiply-add latency: columns [j, j + 16 (v - 1) + tail).
+template <class Block>
+void for_each_column_block(int64_t cols, int64_t max_vectors, const Block& block) {
   const int64_t vectors = (cols + 15) / 16;
-  const int64_t blocks = (vectors + kMaxVectors - 1) / kMaxVectors;
+  const int64_t blocks = (vectors + max_vectors - 1) / max_vectors;
   int64_t j = 0;
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t end_vector = vectors * (block + 1) / blocks;
-    const int64_t width = std::min(cols, end_vector * 16) - j;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t width = std::min(cols, vectors * (b + 1) / blocks * 16) - j;
     const int v = static_cast<int>((width + 15) / 16);
-    const int64_t tail = width - 16 * (v - 1);
-    block_for(v, std::make_integer_sequence<int, kMaxVectors>{})(rows, alpha, mat + j, lead, x, beta, y + j, tail);
+    block(j, v, width - 16 * (v - 1));
     j += width;
   }
 }
 
-namespace {
+SegmentedFn segmented_fn(int segments, int v) {
+  switch (segments) {
+    case 1:
+      return segmented_for<1>(v, std::make_integer_sequence<int, kMaxVectors / 1>{});
+    case 2:
+      return segmented_for<2>(v, std::make_integer_sequence<int, kMaxVectors / 2>{});
+    case 3:
+      return segmented_for<3>(v, std::make_integer_sequence<int, kMaxVectors / 3>{});
+    default:
+      return segmented_for<4>(v, std::make_integer_sequence<int, kMaxVectors / 4>{});
+  }
+}
+
 void segmented_columns(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments, int64_t cols,
                        const float* mat, int64_t lead, int64_t stride, float beta, float* y, int64_t y_stride,
                        bool from_y, const float* addend) {
   TG_ASSERT(segments >= 1 && segments <= 4, "gemv_segmented_columns_avx512: ", segments, " segments");
-  const int64_t max_vectors = kMaxVectors / segments;  // per segment, so all of them fit in registers
-  const int64_t vectors = (cols + 15) / 16;
-  const int64_t blocks = (vectors + max_vectors - 1) / max_vectors;
-  int64_t j = 0;
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t end_vector = vectors * (block + 1) / blocks;
-    const int64_t width = std::min(cols, end_vector * 16) - j;
-    const int v = static_cast<int>((width + 15) / 16);
-    const int64_t tail = width - 16 * (v - 1);
-    SegmentedFn fn = nullptr;
-    switch (segments) {
-      case 1:
-        fn = segmented_for<1>(v, std::make_integer_sequence<int, kMaxVectors / 1>{});
-        break;
-      case 2:
-        fn = segmented_for<2>(v, std::make_integer_sequence<int, kMaxVectors / 2>{});
-        break;
-      case 3:
-        fn = segmented_for<3>(v, std::make_integer_sequence<int, kMaxVectors / 3>{});
-        break;
-      default:
-        fn = segmented_for<4>(v, std::make_integer_sequence<int, kMaxVectors / 4>{});
-        break;
-    }
-    fn(rows1, x1, rows2, x2, stride, mat + j, lead, beta, y + j, y_stride, tail, from_y,
-       addend != nullptr ? addend + j : nullptr);
-    j += width;
-  }
+  // Each segment's share of the registers, so that all of them fit.
+  for_each_column_block(cols, kMaxVectors / segments, [&](int64_t j, int v, int64_t tail) {
+    segmented_fn(segments, v)(rows1, x1, rows2, x2, stride, mat + j, lead, beta, y + j, y_stride, tail, from_y,
+                              addend != nullptr ? addend + j : nullptr);
+  });
 }
 }  // namespace
+
+void gemv_columns_avx512(int64_t rows, int64_t cols, float alpha, const float* mat, int64_t lead, const float* x,
+                         float beta, float* y) {
+  for_each_column_block(cols, kMaxVectors, [&](int64_t j, int v, int64_t tail) {
+    block_for(v, std::make_integer_sequence<int, kMaxVectors>{})(rows, alpha, mat + j, lead, x, beta, y + j, tail);
+  });
+}
 
 void gemv_segmented_columns_avx512(int64_t rows1, const float* x1, int64_t rows2, const float* x2, int segments,
                                    int64_t cols, const float* mat, int64_t lead, int64_t stride, float beta, float* y,
