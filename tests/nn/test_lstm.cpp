@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,25 @@ Tensor objective(const LstmLayerOutput& r, uint64_t seed) {
   return add(add(sum(mul(r.output, wo)), sum(mul(r.h_n, wh))), sum(mul(r.c_n, wc)));
 }
 
+// The layer's outputs and then the seven leaves' gradients under objective(seed), from a fused
+// layer or from the reference (each leaf's gradient cleared first).
+const char* const kResultNames[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+
+std::vector<Tensor> results_of(const LstmInputs& in, const LstmLayerOutput& out, uint64_t seed) {
+  const std::vector<Tensor> leaves{in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh};
+  for (Tensor t : leaves) t.set_grad(Tensor());
+  objective(out, seed).backward();
+  std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
+  for (const Tensor& t : leaves) results.push_back(t.grad());
+  return results;
+}
+std::vector<Tensor> fused_results(const LstmInputs& in, bool reverse, uint64_t seed) {
+  return results_of(in, lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, reverse), seed);
+}
+std::vector<Tensor> reference_results(const LstmInputs& in, bool reverse, uint64_t seed) {
+  return results_of(in, reference(in, reverse), seed);
+}
+
 double relative_error(const Tensor& a, const Tensor& b) {
   double diff = 0, norm = 0;
   std::vector<double> va = testing::values(a), vb = testing::values(b);
@@ -129,27 +149,15 @@ TEST_P(LstmLayer, GradcheckInFloat64) {
 // step-by-step reference, and the split must not change any number.
 TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
   const Case& c = GetParam();
+  const LstmInputs in = make_inputs(12, 22, 9, 40, kFloat32, c.lengths, 21);
   auto run = [&](int threads) {
     testing::ThreadCount thread_count(threads);
-    LstmInputs in = make_inputs(12, 22, 9, 40, kFloat32, c.lengths, 21);
-    LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
-    objective(out, 6).backward();
-    std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
-    for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) results.push_back(t.grad());
-    return std::make_pair(in, results);
+    return fused_results(in, c.reverse, 6);
   };
-  auto [in, two] = run(2);
-  auto one = run(1).second;
-
-  LstmLayerOutput ref = reference(in, c.reverse);
-  for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
-  objective(ref, 6).backward();
-  std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
-  for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) expected.push_back(t.grad());
-  const char* names[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+  const std::vector<Tensor> two = run(2), one = run(1), expected = reference_results(in, c.reverse, 6);
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_LT(relative_error(two[i], expected[i]), 2e-5) << names[i];
-    EXPECT_LT(relative_error(two[i], one[i]), 1e-6) << names[i] << ": one thread against two";
+    EXPECT_LT(relative_error(two[i], expected[i]), 2e-5) << kResultNames[i];
+    EXPECT_LT(relative_error(two[i], one[i]), 1e-6) << kResultNames[i] << ": one thread against two";
   }
 }
 
@@ -167,6 +175,23 @@ std::vector<double> all_values(const std::vector<Tensor>& ts) {
   return out;
 }
 
+// The batch-1 layer on 1 thread, then on each of `more` thread counts, must give the same bits,
+// and the reference's values within 2e-5. expect_parts checks the team each count is allowed.
+void check_batch_one(const LstmInputs& in, bool reverse, uint64_t seed, const std::vector<int>& more,
+                     const std::function<void(int)>& expect_parts) {
+  auto run = [&](int threads) {
+    testing::ThreadCount thread_count(threads);
+    cpu::lstm_batch1_forget_timings();  // so that the first calls take the split
+    expect_parts(threads);
+    return fused_results(in, reverse, seed);
+  };
+  const std::vector<Tensor> one = run(1);
+  const std::vector<double> one_bits = all_values(one);
+  for (int threads : more) EXPECT_TRUE(all_values(run(threads)) == one_bits) << threads << " threads";
+  const std::vector<Tensor> expected = reference_results(in, reverse, seed);
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_LT(relative_error(one[i], expected[i]), 2e-5) << kResultNames[i];
+}
+
 TEST_P(LstmLayer, BatchOneSplitByUnitsMatchesReferenceAndOneThreadBitForBit) {
   if (!cpu::lstm_batch1_path_applies(1, kFloat32, false)) GTEST_SKIP() << "no AVX-512: the batch-1 path is off";
   const Case& c = GetParam();
@@ -175,31 +200,13 @@ TEST_P(LstmLayer, BatchOneSplitByUnitsMatchesReferenceAndOneThreadBitForBit) {
   };
   for (const Shape3 shape : {Shape3{48, 9, 72}, Shape3{14, 9, 136}, Shape3{4, 9, 272}}) {
     SCOPED_TRACE("H = " + std::to_string(shape.hidden));
-    auto run = [&](int threads) {
-      testing::ThreadCount thread_count(threads);
-      cpu::lstm_batch1_forget_timings();  // so that the first calls take the split
+    LstmInputs in = make_inputs(shape.steps, 1, shape.input, shape.hidden, kFloat32, false, 41);
+    if (c.lengths) in.lengths = tensor<int64_t>({shape.steps - 3});
+    check_batch_one(in, c.reverse, 7, {2, 3}, [&](int threads) {
       EXPECT_EQ(cpu::lstm_batch1_parts(shape.steps, shape.hidden, shape.input),
                 std::min<int64_t>(threads, shape.hidden / 32))
           << "the split this test means to exercise";
-      LstmInputs in = make_inputs(shape.steps, 1, shape.input, shape.hidden, kFloat32, false, 41);
-      if (c.lengths) in.lengths = tensor<int64_t>({shape.steps - 3});
-      LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, c.reverse);
-      objective(out, 7).backward();
-      std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
-      for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) results.push_back(t.grad());
-      return std::make_pair(in, results);
-    };
-    auto [in, one] = run(1);
-    const std::vector<double> one_bits = all_values(one);
-    for (int threads : {2, 3}) EXPECT_TRUE(all_values(run(threads).second) == one_bits) << threads << " threads";
-
-    LstmLayerOutput ref = reference(in, c.reverse);
-    for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
-    objective(ref, 7).backward();
-    std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
-    for (const Tensor& t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) expected.push_back(t.grad());
-    const char* names[] = {"output", "h_n", "c_n", "dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh"};
-    for (size_t i = 0; i < expected.size(); ++i) EXPECT_LT(relative_error(one[i], expected[i]), 2e-5) << names[i];
+    });
   }
 }
 
@@ -208,25 +215,26 @@ TEST_P(LstmLayer, BatchOneSplitByUnitsMatchesReferenceAndOneThreadBitForBit) {
 TEST(LstmLayerOp, BatchOneEveryHiddenSize) {
   for (int64_t hidden : {1, 5, 16, 17, 33, 64, 100}) {
     SCOPED_TRACE("H = " + std::to_string(hidden));
-    auto run = [&](int threads) {
-      testing::ThreadCount thread_count(threads);
-      cpu::lstm_batch1_forget_timings();
-      LstmInputs in = make_inputs(40, 1, 3, hidden, kFloat32, false, 51);
-      LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, false);
-      objective(out, 8).backward();
-      std::vector<Tensor> results{out.output.detach(), out.h_n.detach(), out.c_n.detach()};
-      for (const Tensor& t : {in.x, in.w_ih, in.w_hh, in.b_ih}) results.push_back(t.grad());
-      return std::make_pair(in, results);
-    };
-    auto [in, one] = run(1);
-    EXPECT_TRUE(all_values(run(2).second) == all_values(one));
-    LstmLayerOutput ref = reference(in, false);
-    for (Tensor t : {in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh}) t.set_grad(Tensor());
-    objective(ref, 8).backward();
-    std::vector<Tensor> expected{ref.output.detach(), ref.h_n.detach(), ref.c_n.detach()};
-    for (const Tensor& t : {in.x, in.w_ih, in.w_hh, in.b_ih}) expected.push_back(t.grad());
-    for (size_t i = 0; i < expected.size(); ++i) EXPECT_LT(relative_error(one[i], expected[i]), 2e-5) << i;
+    check_batch_one(make_inputs(40, 1, 3, hidden, kFloat32, false, 51), false, 8, {2}, [](int) {});
   }
+}
+
+// Two callers running batch-1 layers at once, each with its own team: the measured choice's
+// registry and each call's barrier are shared by nobody else's steps, so every result has the bits
+// of a lone run (each caller has its own copy of the inputs, whose gradients it writes).
+TEST(LstmLayerOp, BatchOneFromTwoCallersAtOnce) {
+  testing::ThreadCount thread_count(2);
+  cpu::lstm_batch1_forget_timings();
+  const std::vector<double> alone = all_values(fused_results(make_inputs(48, 1, 9, 72, kFloat32, false, 61), false, 9));
+  std::vector<int> mismatches(2, 0);
+  std::vector<std::thread> callers;
+  for (int caller = 0; caller < 2; ++caller)
+    callers.emplace_back([&, caller] {
+      const LstmInputs in = make_inputs(48, 1, 9, 72, kFloat32, false, 61);
+      for (int call = 0; call < 20; ++call) mismatches[caller] += all_values(fused_results(in, false, 9)) != alone;
+    });
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(mismatches[0] + mismatches[1], 0);
 }
 
 // Negative control for the bit-for-bit comparison above: one ulp in one input is seen.

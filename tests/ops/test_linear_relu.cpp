@@ -2,6 +2,8 @@
 // product is the same, the clamp runs in place), the same two tape nodes and gradients with one;
 // bad inputs named as linear_relu's. nn::Sequential's use of it: a Linear followed by a ReLU is
 // fused only when nothing is recorded, and never where a hook or a subclass could tell.
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,27 @@ TEST(LinearRelu, WithoutATapeEqualsReluOfLinearBitForBit) {
           EXPECT_FALSE(got.requires_grad());
         }
       }
+}
+
+// At the edges: no rows, and NaN and infinite inputs, which reach the output as relu(linear) has
+// them (a NaN stays NaN through the clamp).
+TEST(LinearRelu, EmptyBatchAndNonFiniteValuesAsReluOfLinear) {
+  const Tensor w = centred({6, 4}, kFloat32, 2), b = centred({6}, kFloat32, 3);
+  NoGradGuard guard;
+  const Tensor empty = linear_relu(centred({0, 4}, kFloat32, 1), w, b);
+  EXPECT_EQ(empty.sizes(), (Shape{0, 6}));
+  Tensor x = centred({3, 4}, kFloat32, 1);
+  x.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[6] = std::numeric_limits<float>::infinity();
+  x.data<float>()[11] = -std::numeric_limits<float>::infinity();
+  const std::vector<double> got = testing::values(linear_relu(x, w, b)), want = testing::values(relu(linear(x, w, b)));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    else
+      EXPECT_EQ(got[i], want[i]) << i;
+  }
 }
 
 // Negative control: the bit comparison sees an output that was not clamped.
