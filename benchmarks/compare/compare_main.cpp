@@ -8,6 +8,7 @@
 // benchmarks/compare/pytorch_compare.py.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/core_exchange.h"
 #include "common/step_timer.h"
 #include "compare_report.h"
 #include "models/named_configs.h"
@@ -489,14 +491,23 @@ int main(int argc, char** argv) {
       try {
         const double budget = args["budget"].as<double>();
         const uint64_t seed = args["seed"].as<uint64_t>();
+        const double exchange_before = device.is_cpu() ? core_exchange_ns() : 0.0;
         report.rows.push_back(inference ? infer_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch,
                                                     budget, block_s, out_dir, seed)
                                         : compare_one(*sel.config, sel.batch, device, with_tapegrad, with_libtorch,
                                                       autocast, budget, block_s, out_dir, seed));
-        const CompareRow& done = report.rows.back();
+        CompareRow& done = report.rows.back();
+        if (exchange_before > 0) {
+          done.core_exchange_ns_before = exchange_before;
+          done.core_exchange_ns_after = core_exchange_ns();
+        }
         std::printf("  %-12s batch %5lld: %lld %s on each side", sel.config->name.c_str(),
                     static_cast<long long>(sel.batch), static_cast<long long>(done.steps), unit);
         if (done.phase_steps > 0) std::printf(", then %lld phased", static_cast<long long>(done.phase_steps));
+        if (done.core_exchange_ns_before > 0)
+          std::printf("; threads 0-1 round trip %.0f ns before, %.0f after (%s)", done.core_exchange_ns_before,
+                      done.core_exchange_ns_after,
+                      core_exchange_state(std::max(done.core_exchange_ns_before, done.core_exchange_ns_after)));
         std::printf("\n");
       } catch (const std::exception& e) {  // e.g. a kernel the CUDA backend does not have yet
         std::printf("  %-12s batch %5lld: failed: %s\n", sel.config->name.c_str(), static_cast<long long>(sel.batch),

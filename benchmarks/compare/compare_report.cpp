@@ -364,6 +364,10 @@ void write_json(const CompareReport& report, const std::string& path) {
     doc["optimizer_remark_margin"] = kOptimizerRemarkMargin;
     doc["phase_remarks"] = phase_remarks(report);
   }
+  doc["core_exchange"] =
+      "core_exchange_ns_before/after: median round trip of a value between OpenMP threads 0 and 1 just before "
+      "and after the row's timing; on a virtual machine it tells whether the two vCPUs shared a last-level "
+      "cache (about 100 ns) or not (300 ns and more), which changes small-batch steps by 10-50%";
   if (report.ceiling) {
     const SgemmCeiling& c = *report.ceiling;
     doc["sgemm_ceiling"] = {{"n", c.n},
@@ -426,6 +430,10 @@ void write_json(const CompareReport& report, const std::string& path) {
     if (r.tapegrad_phases) row["tapegrad_phases"] = phases_json(*r.tapegrad_phases);
     if (r.libtorch_phases) row["libtorch_phases"] = phases_json(*r.libtorch_phases);
     if (r.tapegrad_phases || r.libtorch_phases) row["phase_steps"] = r.phase_steps;
+    if (r.core_exchange_ns_before > 0) {
+      row["core_exchange_ns_before"] = r.core_exchange_ns_before;
+      row["core_exchange_ns_after"] = r.core_exchange_ns_after;
+    }
     if (r.outputs) {
       row["output_max_abs_diff"] = r.outputs->max_abs_diff;
       row["output_max_abs"] = r.outputs->max_abs_ref;

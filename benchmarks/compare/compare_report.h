@@ -55,6 +55,9 @@ struct CompareRow {
   // absent for a side not timed. phase_steps: phased steps per side.
   std::optional<StepPhases> tapegrad_phases, libtorch_phases;
   int64_t phase_steps = 0;
+  // Round trip between the two first threads (common/core_exchange.h) just before and just after
+  // this row's timing: which state of a virtual machine the row ran in. 0: not measured.
+  double core_exchange_ns_before = 0, core_exchange_ns_after = 0;
 
   std::optional<double> ratio() const;  // tapegrad ms / LibTorch ms: below 1 tapegrad is faster
   // Largest relative difference of the two sides' losses after step 1 and after step kCheckStep
