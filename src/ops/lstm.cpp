@@ -125,28 +125,43 @@ std::vector<Tensor> lstm_layer_backward(const LstmSavedContext& ctx, const std::
   // The recurrence: running state gradients (fresh buffers, never the incoming tensors) ending as
   // those of h0 and c0, every step's gate gradients, and the bias gradients.
   Tensor dh = empty_tensor({batch, hidden}, dt, dev), dc = empty_tensor({batch, hidden}, dt, dev);
-  Tensor dgates = empty_tensor(gates.sizes(), dt, dev);  // [T, B, 4H]
+  Tensor dgates = ctx.need_x ? empty_tensor(gates.sizes(), dt, dev) : Tensor();  // [T, B, 4H]
   Tensor db_ih = ctx.need_b_ih ? empty_tensor({width}, dt, dev) : Tensor();
   Tensor db_hh = ctx.need_b_hh ? empty_tensor({width}, dt, dev) : Tensor();
-  backend::kernels(dev).lstm_recurrence_backward(gates, ctx.w_hh.get().contiguous(), ctx.c0.get(), c_all, g_out,
-                                                 in_dtype(grads[1], dt), in_dtype(grads[2], dt), dh, dc, dgates, db_ih,
-                                                 db_hh, ctx.lengths.get(), ctx.reverse, ctx.products);
+  Tensor dx, dw_ih, dw_hh;
+  // Where the backend makes both weight gradients step by step (the CPU at tall batch slices), the
+  // gate gradients are kept only for dx.
+  bool weights_done = false;
+  const auto by_step = backend::kernels(dev).lstm_recurrence_backward_weights;
+  if (by_step != nullptr && ctx.need_w_ih && ctx.need_w_hh && ctx.products == dt) {
+    dw_ih = empty_tensor({width, input_size}, dt, dev);
+    dw_hh = empty_tensor({width, hidden}, dt, dev);
+    by_step(gates, ctx.w_hh.get().contiguous(), ctx.x.get(), ctx.h0.get(), h_all, ctx.c0.get(), c_all, g_out,
+            in_dtype(grads[1], dt), in_dtype(grads[2], dt), dh, dc, dgates, db_ih, db_hh, dw_ih, dw_hh,
+            ctx.lengths.get(), ctx.reverse, &weights_done);
+  }
+  if (!weights_done) {
+    dw_ih = dw_hh = Tensor();
+    if (!dgates.defined()) dgates = empty_tensor(gates.sizes(), dt, dev);
+    backend::kernels(dev).lstm_recurrence_backward(gates, ctx.w_hh.get().contiguous(), ctx.c0.get(), c_all, g_out,
+                                                   in_dtype(grads[1], dt), in_dtype(grads[2], dt), dh, dc, dgates,
+                                                   db_ih, db_hh, ctx.lengths.get(), ctx.reverse, ctx.products);
+  }
 
   // Under autocast the products below all read dgates in the low type: rounded once here rather
   // than by each of them (on the CPU each rounding is a pass over T x B x 4H floats, a third of
   // them by columns), and the float32 copy freed.
-  if (ctx.products != dt && dgates.numel() > 0) dgates = dgates.to(ctx.products);
-  Tensor dg2 = dgates.view({steps * batch, width});
-  Tensor dx, dw_ih, dw_hh;
+  if (ctx.products != dt && dgates.defined() && dgates.numel() > 0) dgates = dgates.to(ctx.products);
+  Tensor dg2 = dgates.defined() ? dgates.view({steps * batch, width}) : Tensor();
   if (ctx.need_x) {
     dx = empty_tensor({steps, batch, input_size}, dt, dev);
     gemm(dg2, ctx.w_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
   }
-  if (ctx.need_w_ih) {
+  if (ctx.need_w_ih && !weights_done) {
     dw_ih = empty_tensor({width, input_size}, dt, dev);
     gemm(dg2.t(), ctx.x.get().view({steps * batch, input_size}), dw_ih, 1.0, 0.0);
   }
-  if (ctx.need_w_hh) {
+  if (ctx.need_w_hh && !weights_done) {
     // The sum over t of dgates[t]^T h_prev(t): the step that started from h0 is one small GEMM,
     // every other step reads h_all at the neighbouring time (one large GEMM on views).
     dw_hh = empty_tensor({width, hidden}, dt, dev);

@@ -161,6 +161,27 @@ TEST_P(LstmLayer, BatchSlicesOnTwoThreadsMatchReferenceAndOneThread) {
   }
 }
 
+// Tall batch slices make the weight gradients step by step (Note [weight gradients step by step]
+// in src/cpu/kernels/lstm.cpp), and with x constant the gate gradients are not kept at all: both
+// against the reference, on one thread (one slice of 256 rows) and on two (two of 128).
+TEST_P(LstmLayer, TallBatchSlicesMatchReference) {
+  const Case& c = GetParam();
+  LstmInputs in = make_inputs(8, 256, 7, 12, kFloat32, c.lengths, 23);
+  for (bool x_constant : {false, true}) {
+    SCOPED_TRACE(x_constant ? "x constant" : "x requires grad");
+    if (x_constant) in.x = in.x.detach();
+    const std::vector<Tensor> expected = reference_results(in, c.reverse, 4);
+    for (int threads : {1, 2}) {
+      testing::ThreadCount thread_count(threads);
+      const std::vector<Tensor> got = fused_results(in, c.reverse, 4);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_EQ(got[i].defined(), expected[i].defined()) << kResultNames[i];
+        if (got[i].defined()) EXPECT_LT(relative_error(got[i], expected[i]), 2e-5) << kResultNames[i];
+      }
+    }
+  }
+}
+
 // Batch 1 takes its own path (Note [batch-1 recurrence split by hidden units] in
 // src/cpu/kernels/lstm.cpp): threads share the hidden units, each multiplying its own packed
 // columns. Shapes: a part ending in a partial vector (H = 72), three parts of uneven size

@@ -13,6 +13,7 @@
 #include "cpu/gemm/gemm_rows.h"
 #include "cpu/gemm/gemv_avx512.h"
 #include "cpu/gemm/sbgemm.h"
+#include "cpu/gemm/sgemm_avx512.h"
 #include "cpu/kernels/lstm_batch1.h"
 #include "cpu/kernels/lstm_weight_layout.h"
 #include "cpu/kernels/shared_kernels.h"
@@ -384,10 +385,36 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   });
 }
 
-void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
-                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
-                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
-                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products) {
+namespace {
+
+// Note [weight gradients step by step]: after the backward recurrence, dW_ih and dW_hh are products
+// over all T x B rows of dgates, and the kernel packs dgates^T for each. At lstm_small:256 dgates is
+// 26 MB: written once, then read back from memory twice, which cost about a tenth of the step. So
+// where a thread's slice of the batch is tall enough for a product of its own, each step instead
+// adds dgates_t^T [x_t, h_prev(t)] of its rows to a [4H, I + H] partial sum while dgates_t is in
+// cache (and need not keep it at all when nothing else reads it); the partials are added in slice
+// order at the end. A short slice makes that product a thin one whose output is read and written
+// every step: at 32 rows per thread (lstm_small:64) whole steps were 7% slower, at 128 (lstm_small:
+// 256) 10% faster; a partial that outgrows L2 (lstm_large's 6 MB) made steps 15% slower. Sums run in
+// another order than the products over all rows, so the bits differ from theirs (within float
+// rounding), and like the bias gradients they depend on the number of slices.
+constexpr int64_t kMinStepWeightRows = 128;
+constexpr int64_t kMaxStepWeightFloats = int64_t{1} << 17;  // a partial of 512 KiB: half of a Zen 5 L2
+
+// The inputs and outputs of the step-by-step weight gradients (float only).
+struct StepWeightGrads {
+  const float* x;       // [T, B, I]
+  const float* h_init;  // [B, H]
+  const float* h_all;   // [T, B, H]
+  float* dw_ih;         // [4H, I]
+  float* dw_hh;         // [4H, H]
+  int64_t input;
+};
+
+void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
+                         const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n, const Tensor& dh,
+                         const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih, const Tensor& grad_b_hh,
+                         const Tensor& lengths, bool reverse, DType products, const StepWeightGrads* weights) {
   const int64_t steps = gates.size(0), batch = gates.size(1), hidden = c0.size(1);
   for (const Tensor* grad_bias : {&grad_b_ih, &grad_b_hh})
     if (grad_bias->defined()) fill(*grad_bias, 0.0);
@@ -421,7 +448,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     const T* g = has_output_grad ? static_cast<const T*>(grad_h_all.data_ptr()) : nullptr;
     T* dhp = static_cast<T*>(dh.data_ptr());
     T* dcp = static_cast<T*>(dc.data_ptr());
-    T* dz = static_cast<T*>(dgates.data_ptr());
+    T* dz = dgates.defined() ? static_cast<T*>(dgates.data_ptr()) : nullptr;  // null: kept per thread, per step
     // Or a zero broadcast from one element.
     const bool output_grad_is_zero = g == nullptr || (gs0 == 0 && gs1 == 0 && gs2 == 0 && g[0] == T(0));
     const bool want_bias = grad_b_ih.defined() || grad_b_hh.defined();
@@ -451,8 +478,14 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
     const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);  // each step: [B, 4H] x [4H, H]
     // In double, like the library's other float sums (T * B terms each).
     std::vector<double> partial_db(want_bias ? static_cast<size_t>(team * width) : 0, 0.0);
+    // Note [weight gradients step by step]: each slice's [4H, I + H] partial sum.
+    const int64_t depth = weights != nullptr ? weights->input + hidden : 0;
+    std::vector<float> partial_dw(weights != nullptr ? static_cast<size_t>(team * width * depth) : 0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
       double* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
+      thread_local std::vector<T> dz_rows, xh_rows;  // a step's dgates when not kept; its [x_t, h_prev] rows
+      if (dz == nullptr) dz_rows.resize(static_cast<size_t>(batch * width));
+      if (weights != nullptr) xh_rows.resize(static_cast<size_t>((b1 - b0) * depth));
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
@@ -470,7 +503,7 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
             for (int64_t j = 0; j < hidden; ++j) dhp[b * hidden + j] += gt[b * gs1 + j * gs2];
         }
         const T* cp = s == 0 ? c_init : c + t_prev * state;
-        T* dzt = dz + t * batch * width;
+        T* dzt = dz != nullptr ? dz + t * batch * width : dz_rows.data();
         backward_rows(a + t * batch * width, cp, c + t * state, dhp, dcp, dzt, len, t, hidden, b0, b1);
         if (db != nullptr)
           for (int64_t b = b0; b < b1; ++b) add_row(db, dzt + b * width, width);
@@ -482,18 +515,76 @@ void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Ten
           }
         }
         gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
+        if constexpr (std::is_same_v<T, float>) {
+          if (weights != nullptr) {  // partial += dgates_t^T [x_t, h_prev(t)] over this slice's rows
+            const int64_t rows = b1 - b0, input = weights->input;
+            const float* h_prev = s == 0 ? weights->h_init : weights->h_all + t_prev * state;
+            for (int64_t r = 0; r < rows; ++r) {
+              std::copy_n(weights->x + (t * batch + b0 + r) * input, input, xh_rows.data() + r * depth);
+              std::copy_n(h_prev + (b0 + r) * hidden, hidden, xh_rows.data() + r * depth + input);
+            }
+            sgemm_avx512(width, depth, rows, 1.0f, dzt + b0 * width, 1, width, xh_rows.data(), depth, 1,
+                         s == steps - 1 ? 0.0f : 1.0f, partial_dw.data() + part * width * depth, depth);
+          }
+        }
       }
     });
     if (want_bias) {
       for (int part = 1; part < team; ++part) add_row(partial_db.data(), partial_db.data() + part * width, width);
       write_bias_grads(partial_db.data());
     }
+    if (weights != nullptr) {  // the slices' partials in slice order, split into dW_ih and dW_hh
+      const int64_t input = weights->input;
+      for (int part = 1; part < team; ++part)
+        add_row(partial_dw.data(), partial_dw.data() + part * width * depth, width * depth);
+      for (int64_t i = 0; i < width; ++i) {
+        std::copy_n(partial_dw.data() + i * depth, input, weights->dw_ih + i * input);
+        std::copy_n(partial_dw.data() + i * depth + input, hidden, weights->dw_hh + i * hidden);
+      }
+    }
   });
+}
+
+// Whether the backward of this shape makes its weight gradients step by step (Note [weight
+// gradients step by step]).
+bool weight_grads_by_step(const Tensor& gates, int64_t input) {
+  const int64_t steps = gates.size(0), batch = gates.size(1), width = gates.size(2);
+  if (gates.dtype() != kFloat32 || steps == 0 || !sgemm_avx512_available()) return false;
+  if (lstm_batch1_path_applies(batch, gates.dtype(), false)) return false;
+  const int team = recurrence_threads(steps, batch, width / 4, /*input=*/0);
+  return batch / team >= kMinStepWeightRows && width * (input + width / 4) <= kMaxStepWeightFloats;
+}
+
+}  // namespace
+
+void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
+                              const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                              const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                              const Tensor& grad_b_hh, const Tensor& lengths, bool reverse, DType products) {
+  backward_recurrence(gates, w_hh, c0, c_all, grad_h_all, grad_h_n, grad_c_n, dh, dc, dgates, grad_b_ih, grad_b_hh,
+                      lengths, reverse, products, nullptr);
+}
+
+void lstm_recurrence_backward_weights(const Tensor& gates, const Tensor& w_hh, const Tensor& x, const Tensor& h0,
+                                      const Tensor& h_all, const Tensor& c0, const Tensor& c_all,
+                                      const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
+                                      const Tensor& dh, const Tensor& dc, const Tensor& dgates, const Tensor& grad_b_ih,
+                                      const Tensor& grad_b_hh, const Tensor& grad_w_ih, const Tensor& grad_w_hh,
+                                      const Tensor& lengths, bool reverse, bool* done) {
+  const int64_t input = x.size(2);
+  *done = weight_grads_by_step(gates, input);
+  if (!*done) return;
+  const StepWeightGrads weights{static_cast<const float*>(x.data_ptr()),     static_cast<const float*>(h0.data_ptr()),
+                                static_cast<const float*>(h_all.data_ptr()), static_cast<float*>(grad_w_ih.data_ptr()),
+                                static_cast<float*>(grad_w_hh.data_ptr()),   input};
+  backward_recurrence(gates, w_hh, c0, c_all, grad_h_all, grad_h_n, grad_c_n, dh, dc, dgates, grad_b_ih, grad_b_hh,
+                      lengths, reverse, kFloat32, &weights);
 }
 
 void register_lstm(backend::KernelTable& t) {
   t.lstm_recurrence_forward = lstm_recurrence_forward;
   t.lstm_recurrence_backward = lstm_recurrence_backward;
+  t.lstm_recurrence_backward_weights = lstm_recurrence_backward_weights;
 }
 
 }  // namespace tapegrad::cpu

@@ -1,0 +1,175 @@
+// The CPU's lstm_recurrence_backward_weights slot (Note [weight gradients step by step] in
+// src/cpu/kernels/lstm.cpp): at tall batch slices it takes the call, gives the plain backward's
+// state, gate and bias gradients bit for bit, and weight gradients equal to the products over all
+// steps (computed here in double); with the gate gradients not kept it gives the same weights; at
+// short slices it declines and writes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/kernel_table.h"
+#include "cpu/gemm/sgemm_avx512.h"
+#include "support/test_util.h"
+#include "support/thread_count.h"
+
+namespace tapegrad {
+namespace {
+
+struct Shape4 {
+  int64_t steps, batch, input, hidden;
+};
+
+struct Inputs {
+  Tensor x, w_ih, w_hh, b_ih, b_hh, h0, c0, lengths;
+  Tensor g_out, g_h, g_c;  // incoming gradients
+};
+
+Inputs make(const Shape4& s, bool with_lengths, uint64_t seed) {
+  Generator g(seed);
+  auto r = [&](Shape shape, double scale) { return mul(randn(shape, kFloat32, &g), scale); };
+  const int64_t T = s.steps, B = s.batch, I = s.input, H = s.hidden;
+  Inputs in{r({T, B, I}, 1.0), r({4 * H, I}, 0.4), r({4 * H, H}, 0.4), r({4 * H}, 0.2), r({4 * H}, 0.2), r({B, H}, 0.5),
+            r({B, H}, 0.5),    Tensor(),           r({T, B, H}, 1.0),  r({B, H}, 1.0),  r({B, H}, 1.0)};
+  if (with_lengths) {
+    std::vector<int64_t> lens;
+    for (int64_t b = 0; b < B; ++b) lens.push_back(b % (T + 1));
+    in.lengths = tensor<int64_t>(lens);
+  }
+  return in;
+}
+
+struct States {
+  Tensor gates, h_all, c_all;
+};
+
+States forward(const Inputs& in, bool reverse) {
+  const int64_t T = in.x.size(0), B = in.x.size(1), H = in.w_hh.size(1);
+  States st{empty({T, B, 4 * H}), empty({T, B, H}), empty({T, B, H})};
+  backend::kernels(DeviceKind::CPU)
+      .lstm_recurrence_forward(in.x, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.h0, in.c0, st.gates, st.h_all, st.c_all,
+                               in.lengths, reverse, kFloat32);
+  return st;
+}
+
+struct Grads {
+  Tensor dh, dc, dgates, db_ih, db_hh, dw_ih, dw_hh;
+  bool done = false;
+};
+
+Grads fresh(const Shape4& s, bool keep_gates) {
+  const int64_t T = s.steps, B = s.batch, I = s.input, H = s.hidden;
+  return {full({B, H}, 7.0),    full({B, H}, 7.0),  keep_gates ? full({T, B, 4 * H}, 7.0) : Tensor(),
+          full({4 * H}, 7.0),   full({4 * H}, 7.0), full({4 * H, I}, 7.0),
+          full({4 * H, H}, 7.0)};
+}
+
+Grads plain(const Shape4& s, const Inputs& in, const States& st, bool reverse) {
+  Grads g = fresh(s, true);
+  backend::kernels(DeviceKind::CPU)
+      .lstm_recurrence_backward(st.gates, in.w_hh, in.c0, st.c_all, in.g_out, in.g_h, in.g_c, g.dh, g.dc, g.dgates,
+                                g.db_ih, g.db_hh, in.lengths, reverse, kFloat32);
+  return g;
+}
+
+Grads by_step(const Shape4& s, const Inputs& in, const States& st, bool reverse, bool keep_gates) {
+  Grads g = fresh(s, keep_gates);
+  auto slot = backend::kernels(DeviceKind::CPU).lstm_recurrence_backward_weights;
+  EXPECT_NE(slot, nullptr);
+  if (slot != nullptr)
+    slot(st.gates, in.w_hh, in.x, in.h0, st.h_all, in.c0, st.c_all, in.g_out, in.g_h, in.g_c, g.dh, g.dc, g.dgates,
+         g.db_ih, g.db_hh, g.dw_ih, g.dw_hh, in.lengths, reverse, &g.done);
+  return g;
+}
+
+// h_prev(t) for every t, [T, B, H]: h0 where the sequence starts, else the neighbouring step's state.
+Tensor previous_states(const Inputs& in, const States& st, bool reverse) {
+  const int64_t T = in.x.size(0);
+  std::vector<Tensor> prev;
+  for (int64_t t = 0; t < T; ++t) {
+    const bool first = reverse ? t == T - 1 : t == 0;
+    prev.push_back(first ? in.h0 : st.h_all.select(0, reverse ? t + 1 : t - 1));
+  }
+  return stack(prev, 0);
+}
+
+// sum over rows of dgates^T m, in double: [4H, cols].
+Tensor product_over_steps(const Tensor& dgates, const Tensor& m) {
+  const int64_t rows = dgates.size(0) * dgates.size(1);
+  return matmul(dgates.reshape({rows, dgates.size(2)}).to(kFloat64).t(), m.reshape({rows, m.size(2)}).to(kFloat64));
+}
+
+double relative_error(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = testing::values(a), vb = testing::values(b);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff += (va[i] - vb[i]) * (va[i] - vb[i]);
+    norm += vb[i] * vb[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return testing::values(a) == testing::values(b);
+}
+
+TEST(LstmWeightGradsByStep, TallSlicesTakeTheCallAndMatchTheProductsOverAllSteps) {
+  if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the slot always declines";
+  const Shape4 shape{5, 260, 9, 20};
+  for (int threads : {1, 2}) {
+    testing::ThreadCount thread_count(threads);
+    for (bool reverse : {false, true}) {
+      for (bool lengths : {false, true}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads, " + (reverse ? "reverse" : "forward") +
+                     (lengths ? ", lengths" : ""));
+        const Inputs in = make(shape, lengths, 11);
+        const States st = forward(in, reverse);
+        const Grads want = plain(shape, in, st, reverse);
+        const Grads got = by_step(shape, in, st, reverse, /*keep_gates=*/true);
+        ASSERT_TRUE(got.done);
+        EXPECT_TRUE(same_bits(got.dh, want.dh));
+        EXPECT_TRUE(same_bits(got.dc, want.dc));
+        EXPECT_TRUE(same_bits(got.dgates, want.dgates));
+        EXPECT_TRUE(same_bits(got.db_ih, want.db_ih));
+        EXPECT_TRUE(same_bits(got.db_hh, want.db_hh));
+        EXPECT_LT(relative_error(got.dw_ih, product_over_steps(want.dgates, in.x)), 1e-6);
+        EXPECT_LT(relative_error(got.dw_hh, product_over_steps(want.dgates, previous_states(in, st, reverse))), 1e-6);
+        const Grads unkept = by_step(shape, in, st, reverse, /*keep_gates=*/false);
+        ASSERT_TRUE(unkept.done);
+        EXPECT_TRUE(same_bits(unkept.dw_ih, got.dw_ih));
+        EXPECT_TRUE(same_bits(unkept.dw_hh, got.dw_hh));
+        EXPECT_TRUE(same_bits(unkept.dh, want.dh));
+      }
+    }
+  }
+}
+
+// Negative control for the comparison above: the products against the wrong previous states
+// (h_all at the same step) are far off.
+TEST(LstmWeightGradsByStep, TheComparisonSeesAShiftedState) {
+  if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the slot always declines";
+  testing::ThreadCount thread_count(1);
+  const Shape4 shape{5, 260, 9, 20};
+  const Inputs in = make(shape, false, 11);
+  const States st = forward(in, false);
+  const Grads got = by_step(shape, in, st, false, true);
+  ASSERT_TRUE(got.done);
+  EXPECT_GT(relative_error(got.dw_hh, product_over_steps(got.dgates, st.h_all)), 1e-2);
+}
+
+TEST(LstmWeightGradsByStep, ShortSlicesDeclineAndWriteNothing) {
+  testing::ThreadCount thread_count(1);
+  for (const Shape4 shape : {Shape4{5, 16, 9, 20}, Shape4{5, 1, 9, 20}, Shape4{3, 260, 64, 256}}) {
+    SCOPED_TRACE("B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.hidden));
+    const Inputs in = make(shape, false, 12);
+    const States st = forward(in, false);
+    const Grads got = by_step(shape, in, st, false, true);
+    EXPECT_FALSE(got.done);
+    for (const Tensor& t : {got.dh, got.dc, got.dgates, got.db_ih, got.dw_ih, got.dw_hh})
+      EXPECT_EQ(testing::values(t), std::vector<double>(static_cast<size_t>(t.numel()), 7.0));
+  }
+}
+
+}  // namespace
+}  // namespace tapegrad
