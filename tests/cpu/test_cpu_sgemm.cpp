@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/gemm/sgemm_avx512.h"
+#include "cpu/loops/split_choice.h"
 #include "support/gemm_case.h"
 #include "support/random_values.h"
 #include "support/thread_count.h"
@@ -94,6 +95,27 @@ TEST_F(Sgemm, EveryOperandLayout) {
         check_case({300, 300, 513, at, bt, 1.0f, 0.0f});  // large enough to thread, several blocks
         check_case({30, 1100, 70, at, bt, 1.0f, 0.5f});   // several 512-column blocks of B per thread
       }
+  }
+}
+
+// Note [measured team for mid-sized products]: a product of 1M to 16M multiply-adds runs on a team
+// or on one thread, whichever its kind has measured faster; the first calls try the team three
+// times, then one thread three times. Every call must give the first call's bits, for each layout
+// (by rows and by columns, A or B transposed).
+TEST_F(Sgemm, MidSizedProductsGiveTheSameBitsOnATeamOrOneThread) {
+  ThreadCount guard(tapegrad::testing::at_least_threads(2));
+  for (const Case& layout : {Case{160, 96, 100, false, false, 1.0f, 0.0f}, Case{512, 64, 64, true, false, 1.0f, 0.5f},
+                             Case{64, 512, 48, false, true, 1.0f, 0.0f}}) {
+    tapegrad::testing::GemmOperands o(layout);
+    std::vector<float> first;
+    for (int call = 0; call < 2 * tapegrad::cpu::SplitChoice::kWarmCalls + 2; ++call) {
+      std::vector<float> c = o.c_before;
+      tapegrad::cpu::sgemm_avx512(layout.m, layout.n, layout.k, layout.alpha, o.a.data(), o.a_row_stride(),
+                                  o.a_col_stride(), o.b.data(), o.b_row_stride(), o.b_col_stride(), layout.beta,
+                                  c.data(), o.ldc);
+      if (call == 0) first = c;
+      ASSERT_TRUE(c == first) << "call " << call << " of m=" << layout.m << " n=" << layout.n << " k=" << layout.k;
+    }
   }
 }
 

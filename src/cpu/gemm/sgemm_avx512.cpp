@@ -18,9 +18,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <vector>
 
+#include "cpu/loops/split_choice.h"
 #include "tapegrad/runtime.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -44,6 +48,15 @@ constexpr int64_t kMc = 144;  // rows of a packed A block (a multiple of kMr): 1
 // Below this many multiply-adds a product stays on the calling thread: waking the other threads
 // costs a few microseconds, as much as ~1M multiply-adds take.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
+// Note [measured team for mid-sized products]: from kParallelMacs up to this many multiply-adds
+// (about 5 to 80 us on a Zen 5 core) a product may still run faster on one thread, when its
+// operands were just written by another core that does not share this one's last-level cache: a
+// virtual machine's vCPUs are sometimes placed so (Note [measured choice between one thread and a
+// team], cpu/loops/split_choice.h). There lstm_small:1's training step took 0.296 ms on 2 threads
+// against 0.263 on 1, most of the difference in its 3.2M multiply-add weight gradient. Each thread
+// splits C by rows or columns, every element keeps its chain, so one thread and a team give the
+// same bits and each kind of product (shape, layout, team) keeps the faster way, measured.
+constexpr int64_t kMeasuredTeamMacs = int64_t{1} << 24;
 
 // A 64-byte aligned scratch buffer per thread, grown on demand and kept: packing happens on every
 // call, and allocating there would put malloc on the path of every LSTM step.
@@ -286,6 +299,19 @@ void transposed_product(int64_t m, int64_t n, int64_t k, float alpha, const floa
   transpose_matrix(ct, n, m, m, c, ldc);
 }
 
+// One kind of product for the measured team: shape, which operands are transposed or strided,
+// whether C is read, and the team size.
+struct ProductKind {
+  int64_t m, n, k;
+  int layout, team;
+  bool operator<(const ProductKind& o) const {
+    return std::tie(m, n, k, layout, team) < std::tie(o.m, o.n, o.k, o.layout, o.team);
+  }
+};
+int layout_bits(int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs, float beta) {
+  return (a_rs == 1) | (a_cs == 1) << 1 | (b_rs == 1) << 2 | (b_cs == 1) << 3 | (beta != 0.0f) << 4;
+}
+
 // [begin, end) cut into `parts` near-equal ranges whose inner edges fall on multiples of `align`.
 int64_t split_point(int64_t begin, int64_t end, int part, int parts, int64_t align) {
   if (part >= parts) return end;
@@ -328,15 +354,32 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
   const bool by_columns = enough_columns && (a_cs == 1 || m <= n || !enough_rows);
   const int64_t units = by_columns ? (n + kNr - 1) / kNr : (m + kMr - 1) / kMr;
   const int use = static_cast<int>(std::min<int64_t>(threads, units));
-#pragma omp parallel num_threads(use)
-  {
-    const int part = omp_get_thread_num(), parts = omp_get_num_threads();
-    if (by_columns) {
-      gemm_columns(o, 0, m, split_point(0, n, part, parts, kNr), split_point(0, n, part + 1, parts, kNr));
-    } else {
-      gemm_columns(o, split_point(0, m, part, parts, kMr), split_point(0, m, part + 1, parts, kMr), 0, n);
+  const auto run = [&](int team) {
+    if (team <= 1) {
+      gemm_columns(o, 0, m, 0, n);
+      return;
     }
+#pragma omp parallel num_threads(team)
+    {
+      const int part = omp_get_thread_num(), parts = omp_get_num_threads();
+      if (by_columns) {
+        gemm_columns(o, 0, m, split_point(0, n, part, parts, kNr), split_point(0, n, part + 1, parts, kNr));
+      } else {
+        gemm_columns(o, split_point(0, m, part, parts, kMr), split_point(0, m, part + 1, parts, kMr), 0, n);
+      }
+    }
+  };
+  if (macs >= kMeasuredTeamMacs) {
+    run(use);
+    return;
   }
+  // Note [measured team for mid-sized products]: per calling thread, so no lock.
+  thread_local std::map<ProductKind, SplitChoice> choices;
+  SplitChoice& choice = choices[ProductKind{m, n, k, layout_bits(a_rs, a_cs, b_rs, b_cs, beta), use}];
+  const int team = choice.choose(use);
+  const auto start = std::chrono::steady_clock::now();
+  run(team);
+  choice.record(team, use, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
 }
 
 #else  // no x86-64 AVX-512 kernel in this build

@@ -4,9 +4,8 @@
 // h_t between them quickly. On a shared or virtual machine that changes from minute to minute:
 // measured on the same 2-vCPU machine, the same binary ran a `lstm_small`:1 training step in 0.20 ms
 // and, minutes later, in 0.46 ms, where one thread takes 0.27 ms throughout. Both ways give the same
-// bits, so the library may pick by speed alone: each kind of call (direction, shape, team size)
-// keeps a running average of the time per step of each way, tries each a few times first, then
-// takes the faster, and tries the other way once every kProbeEvery calls to notice a change.
+// bits, so each kind of call (direction, shape, team size) picks by speed alone (Note [measured
+// choice between one thread and a team], cpu/loops/split_choice.h).
 #include "cpu/kernels/lstm_batch1.h"
 
 #include <map>
@@ -14,22 +13,6 @@
 #include <tuple>
 
 namespace tapegrad::cpu {
-
-int SplitChoice::choose(int max_parts) {
-  if (max_parts <= 1) return 1;
-  if (samples_[1] < kWarmCalls) return max_parts;
-  if (samples_[0] < kWarmCalls) return 1;
-  const bool split_faster = average_[1] <= average_[0];
-  const bool probe = ++calls_ % kProbeEvery == 0;
-  return split_faster != probe ? max_parts : 1;
-}
-
-void SplitChoice::record(int parts, int max_parts, double ns_per_step) {
-  if (max_parts <= 1) return;
-  const int way = parts > 1 ? 1 : 0;
-  average_[way] = samples_[way] == 0 ? ns_per_step : average_[way] + kWeight * (ns_per_step - average_[way]);
-  ++samples_[way];
-}
 
 bool Batch1Kind::operator<(const Batch1Kind& o) const {
   return std::tie(hidden, input, backward, max_parts) < std::tie(o.hidden, o.input, o.backward, o.max_parts);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cpu/loops/split_choice.h"
 #include "tapegrad/core/dtype.h"
 
 namespace tapegrad::cpu {
@@ -15,25 +16,6 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products);
 // The threads that share its hidden units: 1 when the machine, the calling context (a parallel
 // region) or the work (steps x the step's multiply-adds) does not pay for more.
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input);
-
-// The choice between one thread and a split team for one kind of call, from the time per step each
-// has taken lately. Not thread-safe by itself (the registry below locks around it).
-class SplitChoice {
- public:
-  // Threads for the next call: max_parts (the split) or 1.
-  int choose(int max_parts);
-  // A call on `parts` threads took `ns_per_step` per step.
-  void record(int parts, int max_parts, double ns_per_step);
-
-  static constexpr int kWarmCalls = 3;     // each way, before the averages decide
-  static constexpr int kProbeEvery = 64;   // calls between tries of the way not taken
-  static constexpr double kWeight = 0.25;  // of a new time in the running average
-
- private:
-  double average_[2] = {0.0, 0.0};  // ns per step: [0] one thread, [1] the split
-  int samples_[2] = {0, 0};
-  int64_t calls_ = 0;
-};
 
 // One kind of call: a direction of the recurrence at one shape and team size.
 struct Batch1Kind {

@@ -1,12 +1,12 @@
-// The measured choice between one thread and the split team for the batch-1 LSTM recurrence (Note
-// [measured choice of the batch-1 split], src/cpu/kernels/lstm_batch1.cpp), fed made-up times:
-// each way is tried first, the faster is kept, the other is tried again now and then, and a change
-// in which is faster is followed.
+// The measured choice between one thread and a team (Note [measured choice between one thread and
+// a team], src/cpu/loops/split_choice.h), used by the batch-1 LSTM recurrence and by sgemm's
+// mid-sized products, fed made-up times: each way is tried first, the faster is kept, the other is
+// tried again now and then, and a change in which is faster is followed.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "cpu/kernels/lstm_batch1.h"
+#include "cpu/loops/split_choice.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ int count(const std::vector<int>& ways, int parts) {
   return n;
 }
 
-TEST(Batch1SplitChoice, TriesTheSplitFirstThenOneThread) {
+TEST(SplitChoice, TriesTheSplitFirstThenOneThread) {
   SplitChoice choice;
   const std::vector<int> ways = run(choice, 2 * SplitChoice::kWarmCalls, 1000, 2000);
   for (int i = 0; i < SplitChoice::kWarmCalls; ++i) {
@@ -38,7 +38,7 @@ TEST(Batch1SplitChoice, TriesTheSplitFirstThenOneThread) {
   }
 }
 
-TEST(Batch1SplitChoice, KeepsTheFasterWayAndProbesTheOther) {
+TEST(SplitChoice, KeepsTheFasterWayAndProbesTheOther) {
   for (bool split_faster : {true, false}) {
     SplitChoice choice;
     run(choice, 2 * SplitChoice::kWarmCalls, split_faster ? 1000 : 3000, 2000);
@@ -48,7 +48,7 @@ TEST(Batch1SplitChoice, KeepsTheFasterWayAndProbesTheOther) {
   }
 }
 
-TEST(Batch1SplitChoice, FollowsAChangeOfWhichIsFaster) {
+TEST(SplitChoice, FollowsAChangeOfWhichIsFaster) {
   SplitChoice choice;
   run(choice, 2 * SplitChoice::kWarmCalls + 200, 1000, 2000);  // the split wins
   // The machine gets busy: the split now takes 4000 ns per step. After a few probes of one thread
@@ -58,7 +58,7 @@ TEST(Batch1SplitChoice, FollowsAChangeOfWhichIsFaster) {
   EXPECT_GE(count(ways, 1), SplitChoice::kProbeEvery - 1);
 }
 
-TEST(Batch1SplitChoice, OneThreadAllowedMeansOneThread) {
+TEST(SplitChoice, OneThreadAllowedMeansOneThread) {
   SplitChoice choice;
   const std::vector<int> ways = run(choice, 10, 1, 1000, /*max_parts=*/1);
   EXPECT_EQ(count(ways, 1), 10);
