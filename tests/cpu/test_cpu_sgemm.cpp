@@ -99,8 +99,8 @@ TEST_F(Sgemm, EveryOperandLayout) {
 }
 
 // Note [measured team for mid-sized products]: a product of 1M to 16M multiply-adds runs on a team
-// or on one thread, whichever its kind has measured faster; the first calls try the team three
-// times, then one thread three times. Every call must give the first call's bits, for each layout
+// or on one thread, whichever its kind has measured faster; the first calls alternate the two.
+// Every call must give the first call's bits, for each layout
 // (by rows and by columns, A or B transposed).
 TEST_F(Sgemm, MidSizedProductsGiveTheSameBitsOnATeamOrOneThread) {
   ThreadCount guard(tapegrad::testing::at_least_threads(2));
@@ -108,7 +108,7 @@ TEST_F(Sgemm, MidSizedProductsGiveTheSameBitsOnATeamOrOneThread) {
                              Case{64, 512, 48, false, true, 1.0f, 0.0f}}) {
     tapegrad::testing::GemmOperands o(layout);
     std::vector<float> first;
-    for (int call = 0; call < 2 * tapegrad::cpu::SplitChoice::kWarmCalls + 2; ++call) {
+    for (int call = 0; call < tapegrad::cpu::SplitChoice::kTrialCalls + 2; ++call) {
       std::vector<float> c = o.c_before;
       tapegrad::cpu::sgemm_avx512(layout.m, layout.n, layout.k, layout.alpha, o.a.data(), o.a_row_stride(),
                                   o.a_col_stride(), o.b.data(), o.b_row_stride(), o.b_col_stride(), layout.beta,

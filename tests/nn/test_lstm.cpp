@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/weight_layouts.h"
-#include "cpu/kernels/lstm_batch1.h"
+#include "cpu/kernels/lstm_split.h"
 #include "support/test_util.h"
 #include "support/thread_count.h"
 
@@ -202,7 +202,7 @@ void check_batch_one(const LstmInputs& in, bool reverse, uint64_t seed, const st
                      const std::function<void(int)>& expect_parts) {
   auto run = [&](int threads) {
     testing::ThreadCount thread_count(threads);
-    cpu::lstm_batch1_forget_timings();  // so that the first calls take the split
+    cpu::lstm_split_forget_timings();  // so that the first calls take the split
     expect_parts(threads);
     return fused_results(in, reverse, seed);
   };
@@ -245,7 +245,7 @@ TEST(LstmLayerOp, BatchOneEveryHiddenSize) {
 // of a lone run (each caller has its own copy of the inputs, whose gradients it writes).
 TEST(LstmLayerOp, BatchOneFromTwoCallersAtOnce) {
   testing::ThreadCount thread_count(2);
-  cpu::lstm_batch1_forget_timings();
+  cpu::lstm_split_forget_timings();
   const std::vector<double> alone = all_values(fused_results(make_inputs(48, 1, 9, 72, kFloat32, false, 61), false, 9));
   std::vector<int> mismatches(2, 0);
   std::vector<std::thread> callers;

@@ -14,7 +14,7 @@
 #include "cpu/gemm/gemv_avx512.h"
 #include "cpu/gemm/sbgemm.h"
 #include "cpu/gemm/sgemm_avx512.h"
-#include "cpu/kernels/lstm_batch1.h"
+#include "cpu/kernels/lstm_split.h"
 #include "cpu/kernels/lstm_weight_layout.h"
 #include "cpu/kernels/shared_kernels.h"
 #include "cpu/loops/dtype_dispatch.h"
@@ -182,20 +182,20 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
 // when they sit on different CCDs), a step's product about 1.5 us on one core: a team needs at
 // least kMinUnitsPerThread units each.
 constexpr int64_t kMinUnitsPerThread = 32;
-// The split is measured against one thread (Note [measured choice of the batch-1 split]), so it may
+// The split is measured against one thread (Note [measured choice of the split]), so it may
 // be offered for any call whose weights outgrow L1 many times over: 2^17 multiply-adds is 512 KiB
 // of weights per call, e.g. one streaming step of a 256-unit layer (which reads 1.3-2 MiB).
 constexpr int64_t kMinSplitMacs = int64_t{1} << 17;
 
-// Runs the call on the team lstm_batch1_choose picks for its kind (Note [measured choice of the
-// batch-1 split]) and reports how long it took per step.
+// Runs the call on the team lstm_split_choose picks for its kind (Note [measured choice of the
+// split]) and reports how long it took per step.
 template <class F>
-void timed_batch1_call(const Batch1Kind& kind, int64_t steps, const F& run) {
-  const int parts = lstm_batch1_choose(kind);
+void timed_split_call(const SplitKind& kind, int64_t steps, const F& run) {
+  const int parts = lstm_split_choose(kind);
   const auto start = std::chrono::steady_clock::now();
   run(parts);
   const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-  lstm_batch1_record(kind, parts, ns / static_cast<double>(std::max<int64_t>(steps, 1)));
+  lstm_split_record(kind, parts, ns / static_cast<double>(std::max<int64_t>(steps, 1)));
 }
 
 // Runs body(thread, threads) on a team of `team` threads, or on fewer if OpenMP gives fewer: then
@@ -331,8 +331,8 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
   // w_t = [W_ih^T; W_hh^T] [I + H, 4H] and b_ih + b_hh, made once for every step (or kept from an
   // earlier call with the same weights: Note [kept weight layouts]).
   if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
-    const Batch1Kind kind{hidden, input, false, lstm_batch1_parts(steps, hidden, input)};
-    timed_batch1_call(kind, steps, [&](int parts) {
+    const SplitKind kind{hidden, input, false, lstm_batch1_parts(steps, hidden, input)};
+    timed_split_call(kind, steps, [&](int parts) {
       forward_by_unit_panels(parts, *forward_unit_panels(w_ih, w_hh, b_ih, b_hh, parts),
                              static_cast<const float*>(x.data_ptr()), input, static_cast<float*>(gates.data_ptr()),
                              static_cast<float*>(h_all.data_ptr()), static_cast<float*>(c_all.data_ptr()),
@@ -462,8 +462,8 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
     if constexpr (std::is_same_v<T, float>) {
       if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
         std::vector<double> db(want_bias ? static_cast<size_t>(width) : 0, 0.0);
-        const Batch1Kind kind{hidden, 0, true, lstm_batch1_parts(steps, hidden, 0)};
-        timed_batch1_call(kind, steps, [&](int parts) {
+        const SplitKind kind{hidden, 0, true, lstm_batch1_parts(steps, hidden, 0)};
+        timed_split_call(kind, steps, [&](int parts) {
           backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
                                   output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dz,
                                   want_bias ? db.data() : nullptr, len, steps, hidden, reverse);

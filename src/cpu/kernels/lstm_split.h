@@ -1,6 +1,7 @@
-// When the CPU LSTM recurrence takes its batch-1 path, and on how many threads (Note [batch-1
-// recurrence split by hidden units] in lstm.cpp), the latter chosen by measurement (Note [measured
-// choice of the batch-1 split] in lstm_batch1.cpp). Declared for lstm.cpp and its tests.
+// When the CPU LSTM recurrence takes its batch-1 path, and whether its threads split the hidden units
+// between them (Note [batch-1 recurrence split by hidden units] in lstm.cpp) or one thread runs it,
+// the latter measured (Note [measured choice of the split] in lstm_split.cpp). Declared for
+// lstm.cpp and its tests.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +19,15 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products);
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input);
 
 // One kind of call: a direction of the recurrence at one shape and team size.
-struct Batch1Kind {
+struct SplitKind {
   int64_t hidden, input;
   bool backward;
   int max_parts;
-  bool operator<(const Batch1Kind& o) const;
+  bool operator<(const SplitKind& o) const;
 };
-int lstm_batch1_choose(const Batch1Kind& kind);
-void lstm_batch1_record(const Batch1Kind& kind, int parts, double ns_per_step);
-// Forgets every measurement (tests: the next calls of each kind start with the split).
-void lstm_batch1_forget_timings();
+int lstm_split_choose(const SplitKind& kind);
+void lstm_split_record(const SplitKind& kind, int parts, double ns_per_step);
+// Forgets every measurement (tests: the next calls of each kind start with the split by units).
+void lstm_split_forget_timings();
 
 }  // namespace tapegrad::cpu
