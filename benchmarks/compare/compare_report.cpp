@@ -372,6 +372,7 @@ void write_json(const CompareReport& report, const std::string& path) {
     const SgemmCeiling& c = *report.ceiling;
     doc["sgemm_ceiling"] = {{"n", c.n},
                             {"calls", c.calls},
+                            {"readings", c.readings},
                             {"threads", c.threads},
                             {"openblas_gflops", c.openblas_gflops},
                             {"tapegrad_matmul_gflops", c.tapegrad_gflops},

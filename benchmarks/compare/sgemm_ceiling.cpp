@@ -54,4 +54,15 @@ SgemmCeiling measure_sgemm_ceiling(int64_t n, int calls, bool with_bf16) {
   return c;
 }
 
+SgemmCeiling best_of(const SgemmCeiling& a, const SgemmCeiling& b) {
+  SgemmCeiling c = a;
+  c.calls = a.calls + b.calls;
+  c.readings = a.readings + b.readings;
+  c.openblas_gflops = std::max(a.openblas_gflops, b.openblas_gflops);
+  c.tapegrad_gflops = std::max(a.tapegrad_gflops, b.tapegrad_gflops);
+  c.tapegrad_bf16_gflops = std::max(a.tapegrad_bf16_gflops, b.tapegrad_bf16_gflops);
+  c.tapegrad_bf16_operands_gflops = std::max(a.tapegrad_bf16_operands_gflops, b.tapegrad_bf16_operands_gflops);
+  return c;
+}
+
 }  // namespace tapegrad::bench

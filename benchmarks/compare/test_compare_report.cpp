@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "compare_report.h"
+#include "sgemm_ceiling.h"
 #include "models/named_configs.h"
 
 using namespace tapegrad;
@@ -45,6 +46,24 @@ std::string slurp(const std::string& path) {
 }
 
 }  // namespace
+
+// The ceiling read before and after the rows: the better of each field counts, the calls add up.
+TEST(SgemmCeiling, BestOfTwoReadingsKeepsEachFieldsBetter) {
+  SgemmCeiling before, after;
+  before.n = after.n = 2048;
+  before.calls = after.calls = 5;
+  before.openblas_gflops = 250, after.openblas_gflops = 260;
+  before.tapegrad_gflops = 440, after.tapegrad_gflops = 366;
+  before.tapegrad_bf16_gflops = 900, after.tapegrad_bf16_gflops = 950;
+  const SgemmCeiling c = best_of(before, after);
+  EXPECT_EQ(c.openblas_gflops, 260);
+  EXPECT_EQ(c.tapegrad_gflops, 440);
+  EXPECT_EQ(c.tapegrad_bf16_gflops, 950);
+  EXPECT_EQ(c.gflops(), 440);
+  EXPECT_EQ(c.calls, 10);
+  EXPECT_EQ(c.readings, 2);
+  EXPECT_EQ(best_of(after, before).gflops(), 440) << "either order";
+}
 
 TEST(CompareMode, ParsesTrainAndInference) {
   EXPECT_EQ(parse_mode("train"), CompareMode::Train);
