@@ -299,15 +299,21 @@ void transposed_product(int64_t m, int64_t n, int64_t k, float alpha, const floa
   transpose_matrix(ct, n, m, m, c, ldc);
 }
 
-// One kind of product for the measured team: shape, which operands are transposed or strided,
-// whether C is read, and the team size.
+// One kind of product for the measured team: its size class (each of m, n and k rounded down to a
+// power of two, so that products whose sizes vary from call to call, such as those of text chunks
+// of different lengths, share what they learn), which operands are transposed or strided, whether C
+// is read, and the team size. Its calls are compared by time per multiply-add.
 struct ProductKind {
-  int64_t m, n, k;
+  int m_class, n_class, k_class;
   int layout, team;
   bool operator<(const ProductKind& o) const {
-    return std::tie(m, n, k, layout, team) < std::tie(o.m, o.n, o.k, o.layout, o.team);
+    return std::tie(m_class, n_class, k_class, layout, team) <
+           std::tie(o.m_class, o.n_class, o.k_class, o.layout, o.team);
   }
 };
+int size_class(int64_t size) {
+  return 63 - __builtin_clzll(static_cast<unsigned long long>(size));
+}
 int layout_bits(int64_t a_rs, int64_t a_cs, int64_t b_rs, int64_t b_cs, float beta) {
   return (a_rs == 1) | (a_cs == 1) << 1 | (b_rs == 1) << 2 | (b_cs == 1) << 3 | (beta != 0.0f) << 4;
 }
@@ -375,11 +381,13 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
   }
   // Note [measured team for mid-sized products]: per calling thread, so no lock.
   thread_local std::map<ProductKind, SplitChoice> choices;
-  SplitChoice& choice = choices[ProductKind{m, n, k, layout_bits(a_rs, a_cs, b_rs, b_cs, beta), use}];
+  SplitChoice& choice =
+      choices[ProductKind{size_class(m), size_class(n), size_class(k), layout_bits(a_rs, a_cs, b_rs, b_cs, beta), use}];
   const int team = choice.choose(use);
   const auto start = std::chrono::steady_clock::now();
   run(team);
-  choice.record(team, use, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  choice.record(team, use, ns / static_cast<double>(macs));
 }
 
 #else  // no x86-64 AVX-512 kernel in this build
