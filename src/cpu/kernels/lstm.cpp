@@ -389,17 +389,20 @@ namespace {
 
 // Note [weight gradients step by step]: after the backward recurrence, dW_ih and dW_hh are products
 // over all T x B rows of dgates, and the kernel packs dgates^T for each. At lstm_small:256 dgates is
-// 26 MB: written once, then read back from memory twice, which cost about a tenth of the step. So
-// where a thread's slice of the batch is tall enough for a product of its own, each step instead
-// adds dgates_t^T [x_t, h_prev(t)] of its rows to a [4H, I + H] partial sum while dgates_t is in
-// cache (and need not keep it at all when nothing else reads it); the partials are added in slice
-// order at the end. A short slice makes that product a thin one whose output is read and written
-// every step: at 32 rows per thread (lstm_small:64) whole steps were 7% slower, at 128 (lstm_small:
-// 256) 10% faster; a partial that outgrows L2 (lstm_large's 6 MB) made steps 15% slower. Sums run in
-// another order than the products over all rows, so the bits differ from theirs (within float
-// rounding), and like the bias gradients they depend on the number of slices.
+// 26 MB: written once, then read back from memory twice, which cost about a tenth of the step; and
+// where the two threads do not share a last-level cache, each reads half of its columns' rows from
+// the other thread's slices. So each thread instead adds dgates^T [x_t, h_prev(t)] of its own rows
+// to a [4H, I + H] partial sum, while they are in cache (and dgates need not be kept at all when
+// nothing else reads it); the partials are added in slice order at the end. A step of a short
+// slice would make a thin product whose output is read and written every step (at 32 rows per
+// thread, lstm_small:64, whole steps were 7% slower), so a thread gathers the rows of consecutive
+// steps until it has kMinStepWeightRows of them; a partial that outgrows L2 (lstm_large's 6 MB made
+// steps 15% slower) is not offered. Sums run in another order than the products over all rows, so
+// the bits differ from theirs (within float rounding), and like the bias gradients they depend on
+// the number of slices.
 constexpr int64_t kMinStepWeightRows = 128;
 constexpr int64_t kMaxStepWeightFloats = int64_t{1} << 17;  // a partial of 512 KiB: half of a Zen 5 L2
+constexpr int64_t kMinStepWeightSliceRows = 8;
 
 // The inputs and outputs of the step-by-step weight gradients (float only).
 struct StepWeightGrads {
@@ -483,9 +486,18 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
     std::vector<float> partial_dw(weights != nullptr ? static_cast<size_t>(team * width * depth) : 0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
       double* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
-      thread_local std::vector<T> dz_rows, xh_rows;  // a step's dgates when not kept; its [x_t, h_prev] rows
+      thread_local std::vector<T> dz_rows;  // a step's dgates when not kept
       if (dz == nullptr) dz_rows.resize(static_cast<size_t>(batch * width));
-      if (weights != nullptr) xh_rows.resize(static_cast<size_t>((b1 - b0) * depth));
+      // Note [weight gradients step by step]: the slice's rows of the steps not yet in the partial,
+      // their dgates and [x_t, h_prev] side by side, until there are enough for a product.
+      thread_local std::vector<float> dz_group, xh_group;
+      const int64_t rows = b1 - b0, group_steps = (kMinStepWeightRows + rows - 1) / rows;
+      int64_t grouped = 0;  // rows in the group
+      bool partial_started = false;
+      if (weights != nullptr) {
+        dz_group.resize(static_cast<size_t>(group_steps * rows * width));
+        xh_group.resize(static_cast<size_t>(group_steps * rows * depth));
+      }
       for (int64_t s = steps - 1; s >= 0; --s) {
         const int64_t t = reverse ? steps - 1 - s : s;
         const int64_t t_prev = reverse ? t + 1 : t - 1;
@@ -516,15 +528,22 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
         }
         gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
         if constexpr (std::is_same_v<T, float>) {
-          if (weights != nullptr) {  // partial += dgates_t^T [x_t, h_prev(t)] over this slice's rows
-            const int64_t rows = b1 - b0, input = weights->input;
+          if (weights != nullptr) {  // partial += dgates^T [x_t, h_prev(t)] over the group's rows
+            const int64_t input = weights->input;
             const float* h_prev = s == 0 ? weights->h_init : weights->h_all + t_prev * state;
+            std::copy_n(dzt + b0 * width, rows * width, dz_group.data() + grouped * width);
             for (int64_t r = 0; r < rows; ++r) {
-              std::copy_n(weights->x + (t * batch + b0 + r) * input, input, xh_rows.data() + r * depth);
-              std::copy_n(h_prev + (b0 + r) * hidden, hidden, xh_rows.data() + r * depth + input);
+              float* xh = xh_group.data() + (grouped + r) * depth;
+              std::copy_n(weights->x + (t * batch + b0 + r) * input, input, xh);
+              std::copy_n(h_prev + (b0 + r) * hidden, hidden, xh + input);
             }
-            sgemm_avx512(width, depth, rows, 1.0f, dzt + b0 * width, 1, width, xh_rows.data(), depth, 1,
-                         s == steps - 1 ? 0.0f : 1.0f, partial_dw.data() + part * width * depth, depth);
+            grouped += rows;
+            if (grouped >= group_steps * rows || s == 0) {
+              sgemm_avx512(width, depth, grouped, 1.0f, dz_group.data(), 1, width, xh_group.data(), depth, 1,
+                           partial_started ? 1.0f : 0.0f, partial_dw.data() + part * width * depth, depth);
+              partial_started = true;
+              grouped = 0;
+            }
           }
         }
       }
@@ -552,7 +571,7 @@ bool weight_grads_by_step(const Tensor& gates, int64_t input) {
   if (gates.dtype() != kFloat32 || steps == 0 || !sgemm_avx512_available()) return false;
   if (lstm_batch1_path_applies(batch, gates.dtype(), false)) return false;
   const int team = recurrence_threads(steps, batch, width / 4, /*input=*/0);
-  return batch / team >= kMinStepWeightRows && width * (input + width / 4) <= kMaxStepWeightFloats;
+  return batch / team >= kMinStepWeightSliceRows && width * (input + width / 4) <= kMaxStepWeightFloats;
 }
 
 }  // namespace
