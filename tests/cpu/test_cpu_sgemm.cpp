@@ -98,7 +98,7 @@ TEST_F(Sgemm, EveryOperandLayout) {
   }
 }
 
-// Note [measured team for mid-sized products]: a product of 1M to 16M multiply-adds runs on a team
+// Note [measured team for mid-sized products]: a product of 1M to 4M multiply-adds runs on a team
 // or on one thread, whichever its kind has measured faster; the first calls alternate the two.
 // Every call must give the first call's bits, for each layout
 // (by rows and by columns, A or B transposed).

@@ -49,14 +49,16 @@ constexpr int64_t kMc = 144;  // rows of a packed A block (a multiple of kMr): 1
 // costs a few microseconds, as much as ~1M multiply-adds take.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 // Note [measured team for mid-sized products]: from kParallelMacs up to this many multiply-adds
-// (about 5 to 80 us on a Zen 5 core) a product may still run faster on one thread, when its
+// (about 5 to 20 us on a Zen 5 core) a product may still run faster on one thread, when its
 // operands were just written by another core that does not share this one's last-level cache: a
 // virtual machine's vCPUs are sometimes placed so (Note [measured choice between one thread and a
-// team], cpu/loops/split_choice.h). There lstm_small:1's training step took 0.296 ms on 2 threads
-// against 0.263 on 1, most of the difference in its 3.2M multiply-add weight gradient. Each thread
-// splits C by rows or columns, every element keeps its chain, so one thread and a team give the
-// same bits and each kind of product (shape, layout, team) keeps the faster way, measured.
-constexpr int64_t kMeasuredTeamMacs = int64_t{1} << 24;
+// team], cpu/loops/split_choice.h): lstm_small:1's training step took 0.296 ms on 2 threads against
+// 0.263 on 1 there, and its 3.2M multiply-add weight gradient was one of the step's few parallel
+// regions; with its products measured, 0.280-0.303 against 0.271-0.278 (on one L3: 0.215 against
+// 0.260-0.270). Each thread splits C by rows or columns and every element keeps its chain, so one
+// thread and a team give the same bits, and each kind of product (size class, layout, team) keeps
+// the faster way, measured. Larger products are left to the team: their exploring costs more.
+constexpr int64_t kMeasuredTeamMacs = int64_t{1} << 22;
 
 // A 64-byte aligned scratch buffer per thread, grown on demand and kept: packing happens on every
 // call, and allocating there would put malloc on the path of every LSTM step.
