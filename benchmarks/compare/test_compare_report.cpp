@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "compare_report.h"
-#include "sgemm_ceiling.h"
 #include "models/named_configs.h"
+#include "sgemm_ceiling.h"
 
 using namespace tapegrad;
 using namespace tapegrad::bench;
