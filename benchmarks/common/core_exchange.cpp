@@ -54,7 +54,7 @@ double one_run(int rounds) {
 }  // namespace
 
 double core_exchange_ns() {
-  if (omp_get_max_threads() < 2) return 0.0;
+  if (omp_get_max_threads() < 2 || omp_get_num_procs() < 2) return 0.0;
   std::vector<double> runs;
   for (int run = 0; run < 5; ++run) runs.push_back(one_run(2000));  // about 1 ms in all
   std::sort(runs.begin(), runs.end());

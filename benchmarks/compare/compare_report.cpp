@@ -367,7 +367,8 @@ void write_json(const CompareReport& report, const std::string& path) {
   doc["core_exchange"] =
       "core_exchange_ns_before/after: median round trip of a value between OpenMP threads 0 and 1 just before "
       "and after the row's timing; on a virtual machine it tells whether the two vCPUs shared a last-level "
-      "cache (about 100 ns) or not (300 ns and more), which changes small-batch steps by 10-50%";
+      "cache (50-120 ns on the machine of docs/benchmarks.md) or not (470-560 ns there), which changed small-batch "
+      "steps by 10-50%";
   if (report.ceiling) {
     const SgemmCeiling& c = *report.ceiling;
     doc["sgemm_ceiling"] = {{"n", c.n},

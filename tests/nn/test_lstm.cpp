@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/weight_layouts.h"
+#include "cpu/gemm/sgemm_avx512.h"
 #include "cpu/kernels/lstm_split.h"
 #include "support/test_util.h"
 #include "support/thread_count.h"
@@ -173,6 +174,8 @@ TEST_P(LstmLayer, TallBatchSlicesMatchReference) {
     const std::vector<Tensor> expected = reference_results(in, c.reverse, 4);
     for (int threads : {1, 2}) {
       testing::ThreadCount thread_count(threads);
+      if (cpu::sgemm_avx512_available())
+        ASSERT_TRUE(cpu::lstm_weight_grads_by_step(8, 256, 12, 7, kFloat32)) << "the path this test means to exercise";
       const std::vector<Tensor> got = fused_results(in, c.reverse, 4);
       for (size_t i = 0; i < expected.size(); ++i) {
         ASSERT_EQ(got[i].defined(), expected[i].defined()) << kResultNames[i];

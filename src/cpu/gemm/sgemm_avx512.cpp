@@ -49,7 +49,8 @@ constexpr int64_t kMc = 144;  // rows of a packed A block (a multiple of kMr): 1
 // costs a few microseconds, as much as ~1M multiply-adds take.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 // Note [measured team for mid-sized products]: from kParallelMacs up to this many multiply-adds
-// (about 5 to 20 us on a Zen 5 core) a product may still run faster on one thread, when its
+// (about 5 to 20 us on two Zen 5 cores, 10 to 40 on one) a product may still run faster on one
+// thread, when its
 // operands were just written by another core that does not share this one's last-level cache: a
 // virtual machine's vCPUs are sometimes placed so (Note [measured choice between one thread and a
 // team], cpu/loops/split_choice.h): lstm_small:1's training step took 0.296 ms on 2 threads against

@@ -564,17 +564,14 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
   });
 }
 
-// Whether the backward of this shape makes its weight gradients step by step (Note [weight
-// gradients step by step]).
-bool weight_grads_by_step(const Tensor& gates, int64_t input) {
-  const int64_t steps = gates.size(0), batch = gates.size(1), width = gates.size(2);
-  if (gates.dtype() != kFloat32 || steps == 0 || !sgemm_avx512_available()) return false;
-  if (lstm_batch1_path_applies(batch, gates.dtype(), false)) return false;
-  const int team = recurrence_threads(steps, batch, width / 4, /*input=*/0);
-  return batch / team >= kMinStepWeightSliceRows && width * (input + width / 4) <= kMaxStepWeightFloats;
-}
-
 }  // namespace
+
+bool lstm_weight_grads_by_step(int64_t steps, int64_t batch, int64_t hidden, int64_t input, DType dtype) {
+  if (dtype != kFloat32 || steps == 0 || !sgemm_avx512_available()) return false;
+  if (lstm_batch1_path_applies(batch, dtype, false)) return false;
+  const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);
+  return batch / team >= kMinStepWeightSliceRows && 4 * hidden * (input + hidden) <= kMaxStepWeightFloats;
+}
 
 void lstm_recurrence_backward(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
                               const Tensor& grad_h_all, const Tensor& grad_h_n, const Tensor& grad_c_n,
@@ -591,7 +588,7 @@ void lstm_recurrence_backward_weights(const Tensor& gates, const Tensor& w_hh, c
                                       const Tensor& grad_b_hh, const Tensor& grad_w_ih, const Tensor& grad_w_hh,
                                       const Tensor& lengths, bool reverse, bool* done) {
   const int64_t input = x.size(2);
-  *done = weight_grads_by_step(gates, input);
+  *done = lstm_weight_grads_by_step(gates.size(0), gates.size(1), c0.size(1), input, gates.dtype());
   if (!*done) return;
   const StepWeightGrads weights{static_cast<const float*>(x.data_ptr()),     static_cast<const float*>(h0.data_ptr()),
                                 static_cast<const float*>(h_all.data_ptr()), static_cast<float*>(grad_w_ih.data_ptr()),

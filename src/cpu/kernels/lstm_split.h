@@ -18,6 +18,10 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products);
 // region) or the work (steps x the step's multiply-adds) does not pay for more.
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input);
 
+// Whether the backward makes its weight gradients step by step at this shape (Note [weight gradients
+// step by step] in lstm.cpp): the lstm_recurrence_backward_weights slot takes the call.
+bool lstm_weight_grads_by_step(int64_t steps, int64_t batch, int64_t hidden, int64_t input, DType dtype);
+
 // One kind of call: a direction of the recurrence at one shape and team size.
 struct SplitKind {
   int64_t hidden, input;
