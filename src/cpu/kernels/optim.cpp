@@ -19,6 +19,8 @@
 
 #include "math/optim.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "cpu/loops/dtype_dispatch.h"
@@ -245,22 +247,36 @@ AdamPointers<T> adam_pointers(const Tensor& param, const Tensor& grad, const Ten
 
 // ---- multi-tensor ----------------------------------------------------------------------------
 
-// Calls segment(entry, begin, end) for the elements [begin, end) of each entry, with the entries'
-// elements laid end to end and the whole range split among threads, so many small parameters
-// share one parallel region instead of each running serially. Each element is updated by the same
-// code as the one-parameter kernels, so the results are bit-identical to theirs.
+// Calls segment(entry, begin, end) for the elements [begin, end) of each entry, all in one parallel
+// region, so that many small parameters do not each run serially. Note [each thread its share of
+// every parameter]: thread p of P takes the p-th P-th of every parameter (edges on multiples of 16
+// elements), not the p-th P-th of all of them laid end to end. A layer's forward product splits its
+// output columns, the weight's rows, among the threads the same way, so each thread updates the
+// rows its own core reads next, which matters where the cores do not share a last-level cache; laid
+// end to end, thread 0 of mlp_fashion took 2/3 of its first weight, and Adam's step took 0.064-0.087
+// ms (one L3)
+// against 0.057-0.062 split per parameter. Each element is updated by the same code as the
+// one-parameter kernels, so the results are bit-identical to theirs. Up to `grain` elements in all
+// stay on the calling thread.
 template <class Entry, class Segment>
 void for_each_element_range(const std::vector<Entry>& entries, int64_t grain, const Segment& segment) {
-  std::vector<int64_t> starts(entries.size() + 1, 0);
-  for (size_t i = 0; i < entries.size(); ++i) starts[i + 1] = starts[i] + entries[i].param.numel();
-  parallel_for(0, starts.back(), grain, [&](int64_t begin, int64_t end) {
-    // The last entry starting at or before `begin` (empty entries share a start with the next one).
-    size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
-    for (; i < entries.size() && starts[i] < end; ++i) {
-      const int64_t lo = std::max(begin, starts[i]) - starts[i], hi = std::min(end, starts[i + 1]) - starts[i];
-      if (lo < hi) segment(entries[i], lo, hi);
+  int64_t total = 0;
+  for (const Entry& e : entries) total += e.param.numel();
+  const int threads = get_num_threads();
+  if (total <= grain || threads <= 1 || omp_in_parallel()) {
+    for (const Entry& e : entries)
+      if (e.param.numel() > 0) segment(e, 0, e.param.numel());
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+    const auto edge = [&](int64_t n, int64_t p) { return p >= parts ? n : std::min(n, n * p / parts / 16 * 16); };
+    for (const Entry& e : entries) {
+      const int64_t n = e.param.numel(), lo = edge(n, part), hi = edge(n, part + 1);
+      if (lo < hi) segment(e, lo, hi);
     }
-  });
+  }
 }
 
 // Inside the parallel region nothing may throw, so dtypes are checked before it.
