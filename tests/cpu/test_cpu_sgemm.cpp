@@ -129,6 +129,39 @@ TEST_F(Sgemm, AlphaAndBeta) {
     }
 }
 
+// A bias added as the tiles are written (C = alpha A B + bias, beta 0) gives the bits of copying it
+// into every row of C and passing beta = 1, the pass it saves: across tile and depth-block edges,
+// in-place and packed A, the C^T path, both team sizes; C's padding stays untouched.
+TEST_F(Sgemm, BiasEpilogueGivesTheBitsOfACopiedBias) {
+  const Case cases[] = {{13, 45, 270, false, true, 1.0f, 0.0f},     // B packed, two depth blocks
+                        {128, 512, 160, false, false, 1.0f, 0.0f},  // an LSTM step: A and B in place
+                        {64, 512, 1000, false, true, 1.0f, 0.0f},   // a layer's forward, four depth blocks
+                        {37, 70, 300, true, false, -0.5f, 0.0f},    // A packed, alpha != 1
+                        {300, 45, 300, true, false, 1.0f, 0.0f},    // the C^T path
+                        {300, 300, 513, false, false, 1.0f, 0.0f},  // large enough to thread
+                        {1, 33, 17, false, false, 1.0f, 0.0f}};
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (const Case& t : cases) {
+      tapegrad::testing::GemmOperands o(t);
+      const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
+      std::vector<float> copied = o.c_before;
+      for (int64_t i = 0; i < t.m; ++i) std::copy(bias.begin(), bias.end(), copied.begin() + i * o.ldc);
+      tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                  o.b_row_stride(), o.b_col_stride(), 1.0f, copied.data(), o.ldc);
+      std::vector<float> fused = o.c_before;  // NaN in the first n columns: never read
+      tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                  o.b_row_stride(), o.b_col_stride(), 0.0f, fused.data(), o.ldc, bias.data());
+      ASSERT_TRUE(fused == copied) << "m=" << t.m << " n=" << t.n << " k=" << t.k << ", " << threads << " threads";
+    }
+  }
+  // No product (k = 0): C is the bias in every row.
+  std::vector<float> c(6, 2.0f);
+  const float a = 1, b = 1, bias[3] = {1.5f, -2.0f, 0.25f};
+  tapegrad::cpu::sgemm_avx512(2, 3, 0, 1.0f, &a, 1, 1, &b, 1, 1, 0.0f, c.data(), 3, bias);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], bias[i % 3]);
+}
+
 TEST_F(Sgemm, ZeroDepthOrZeroAlphaScalesC) {
   std::vector<float> c(6, 2.0f);
   float a = 1, b = 1;

@@ -380,7 +380,8 @@ namespace {
 // rounded to bf16 once ([m] values, the copy kernel's rounding) and widened straight into the
 // sums, so the result has the same bits. mlp_seed:1024 (out 1024 x 512): the copy took 94 us of
 // the step. Products computed transposed (Note [products computed transposed], sbgemm.cpp) add C
-// as they transpose it and keep the copy; so do float32 and float64 outputs.
+// as they transpose it and keep the copy; so do float64 outputs. Float32 products through
+// sgemm_avx512 add the bias as each tile is written (the same bits as the copy, without its pass).
 void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, DType products) {
   TG_ASSERT(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && bias.dim() == 1 && bias.size(0) == out.size(1));
   if (out.numel() == 0) return;
@@ -396,6 +397,14 @@ void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
     const Tensor bias16 = backend::allocate_tensor({m}, kBFloat16, out.device(), "linear");
     copy(bias, bias16);
     mixed_product(a, b, out, 1.0, 1.0, products, bias16);
+    return;
+  }
+  if (same && out.dtype() == kFloat32 && bias.dtype() == kFloat32 && bias.stride(0) == 1 && out.stride(1) == 1 &&
+      n > 1 && m > 1 && k > 0 && use_sgemm_avx512(n, m, k)) {  // the bias added as the tiles are written
+    sgemm_avx512(n, m, k, 1.0f, static_cast<const float*>(a.data_ptr()), a.stride(0), a.stride(1),
+                 static_cast<const float*>(b.data_ptr()), b.stride(0), b.stride(1), 0.0f,
+                 static_cast<float*>(out.data_ptr()), std::max<int64_t>(out.stride(0), m),
+                 static_cast<const float*>(bias.data_ptr()));
     return;
   }
   copy(bias.expand(out.sizes()), out);
@@ -441,6 +450,29 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, con
 void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
                double* c, int64_t ldc) {
   gemm_rows_impl<double>(m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class T>
+void gemm_rows_bias_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                         const T* bias, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 1 && k > 0 && use_sgemm_avx512(m, n, k)) {
+      sgemm_avx512(m, n, k, 1.0f, a, lda, 1, b, ldb, 1, 0.0f, c, ldc, bias);
+      return;
+    }
+  }
+  for (int64_t i = 0; i < m; ++i) std::copy_n(bias, n, c + i * ldc);
+  gemm_rows_impl<T>(m, n, k, a, lda, b, ldb, T(1), c, ldc);
+}
+
+void gemm_rows_bias(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    const float* bias, float* c, int64_t ldc) {
+  gemm_rows_bias_impl<float>(m, n, k, a, lda, b, ldb, bias, c, ldc);
+}
+void gemm_rows_bias(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+                    const double* bias, double* c, int64_t ldc) {
+  gemm_rows_bias_impl<double>(m, n, k, a, lda, b, ldb, bias, c, ldc);
 }
 
 namespace {

@@ -14,4 +14,12 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, con
 void gemm_rows(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
                double* c, int64_t ldc);
 
+// C = A B + bias: the n values of bias added to every row (a layer's bias, in place of copying it into
+// C and passing beta = 1, with the same bits). Float products through sgemm_avx512 add it as each
+// tile is written; the others copy it in first.
+void gemm_rows_bias(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    const float* bias, float* c, int64_t ldc);
+void gemm_rows_bias(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+                    const double* bias, double* c, int64_t ldc);
+
 }  // namespace tapegrad::cpu

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cpu/loops/split_choice.h"
+#include "tapegrad/core/error.h"
 #include "tapegrad/runtime.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -162,13 +163,15 @@ TG_AVX512 void pack_b(const float* b, int64_t rs, int64_t cs, int64_t kc, int64_
   }
 }
 
-// C[R x w] = alpha * (A tile)(B panel) + beta * C for one register tile. a: the tile's first value,
-// either packed (kPackedA: kMr values per depth) or read in place from rows lda apart; b: the
-// panel's first row, rows ldb apart; m0, m1: the columns of each half that exist (masked loads never
-// touch memory past the matrix edge).
+// C[R x w] = alpha * (A tile)(B panel) + beta * C (+ bias) for one register tile. a: the tile's
+// first value, either packed (kPackedA: kMr values per depth) or read in place from rows lda apart;
+// b: the panel's first row, rows ldb apart; m0, m1: the columns of each half that exist (masked loads
+// never touch memory past the matrix edge); bias: null, or the tile's columns of a row added to each
+// row (in place of beta * C, which the caller then passes as 0).
 template <int R, bool kPackedA>
 TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, int64_t ldb,
-                           float* __restrict c, int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, float beta) {
+                           float* __restrict c, int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, float beta,
+                           const float* __restrict bias) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -187,6 +190,11 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, c
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (bias != nullptr) {
+    bias0 = _mm512_maskz_loadu_ps(m0, bias);
+    bias1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
@@ -194,6 +202,9 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, c
     if (beta != 0.0f) {  // beta = 0 must not read C: it may hold anything, NaN included
       x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), x0);
       x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), x1);
+    } else if (bias != nullptr) {  // the same rounding as 1 * bias, copied into C, added as beta * C
+      x0 = _mm512_add_ps(bias0, x0);
+      x1 = _mm512_add_ps(bias1, x1);
     }
     _mm512_mask_storeu_ps(row, m0, x0);
     _mm512_mask_storeu_ps(row + 16, m1, x1);
@@ -201,7 +212,7 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, c
 }
 
 using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
-                            __mmask16, float, float);
+                            __mmask16, float, float, const float*);
 template <bool kPackedA>
 constexpr TileKernel kTileKernels[kMr + 1] = {
     nullptr,
@@ -229,6 +240,7 @@ struct Operands {
   float beta;
   float* c;
   int64_t ldc;
+  const float* bias;  // null, or n values added to every row of C (beta is then 0)
 };
 
 // Columns [j0, j1) and rows [i0, i1) of C, on the calling thread, at most kNc columns at a time.
@@ -250,6 +262,7 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
   for (int64_t p0 = 0; p0 < o.k; p0 += kKc) {
     const int64_t kc = std::min(kKc, o.k - p0);
     const float beta = p0 == 0 ? o.beta : 1.0f;  // later depth blocks add to what the first wrote
+    const float* bias = p0 == 0 && o.bias != nullptr ? o.bias + j0 : nullptr;
     const float* b_block = o.b + p0 * o.b_rs + j0 * o.b_cs;
     if (!b_in_place) pack_b(b_block, o.b_rs, o.b_cs, kc, cols, b_pack);
     for (int64_t ib = i0; ib < i1; ib += kMc) {
@@ -263,11 +276,13 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
         float* c_tile = o.c + ib * o.ldc + j0 + j;
         for (int64_t i = 0; i < mc; i += kMr, c_tile += kMr * o.ldc) {
           const int r = static_cast<int>(std::min<int64_t>(kMr, mc - i));
+          const float* tile_bias = bias != nullptr ? bias + j : nullptr;
           if (a_in_place) {
-            kTileKernels<false>[r](kc, a_block + i * o.a_rs, o.a_rs, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha, beta);
+            kTileKernels<false>[r](kc, a_block + i * o.a_rs, o.a_rs, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha, beta,
+                                   tile_bias);
           } else {
             kTileKernels<true>[r](kc, a_pack + (i / kMr) * kc * kMr, kMr, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha,
-                                  beta);
+                                  beta, tile_bias);
           }
         }
       }
@@ -336,18 +351,24 @@ bool sgemm_avx512_available() {
 }
 
 void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
-                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc) {
+                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const float* bias) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.0f) {  // no product: C = beta * C, and beta = 0 clears it
+  TG_ASSERT(bias == nullptr || beta == 0.0f);
+  if (k <= 0 || alpha == 0.0f) {  // no product: C = beta * C (or the bias), and beta = 0 clears it
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = bias != nullptr ? bias[j] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
   if (transposed_product_is_cheaper(m, n, k, a_rs, a_cs, b_cs)) {
+    if (bias != nullptr) {  // its C^T pass has no bias epilogue: the bias goes in first, as beta * C
+      for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, sizeof(float) * static_cast<size_t>(n));
+      beta = 1.0f;
+    }
     transposed_product(m, n, k, alpha, a, a_cs, b, b_rs, beta, c, ldc);
     return;
   }
-  const Operands o{m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, ldc};
+  const Operands o{m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, ldc, bias};
   const int threads = get_num_threads();
   const int64_t macs = m * n * k;
   if (threads <= 1 || macs < kParallelMacs || omp_in_parallel()) {
@@ -400,7 +421,7 @@ bool sgemm_avx512_available() {
 }
 
 void sgemm_avx512(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, int64_t,
-                  float, float*, int64_t) {}
+                  float, float*, int64_t, const float*) {}
 
 #endif
 

@@ -21,7 +21,11 @@ bool use_sgemm_avx512(int64_t m, int64_t n, int64_t k);
 // dimension ldc. Any strides are accepted (rows or columns contiguous are the fast cases). beta = 0
 // sets C: its old contents are never read. Threads over the shared OpenMP pool when the product
 // is large enough, serial inside a parallel region. Requires sgemm_avx512_available().
+// bias (beta must then be 0): n values added to every row, C = alpha * A B + bias, as the kernel
+// writes each tile; the bits equal copying the bias into every row of C and passing beta = 1, without
+// that pass over C.
 void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
-                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc);
+                  const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
+                  const float* bias = nullptr);
 
 }  // namespace tapegrad::cpu

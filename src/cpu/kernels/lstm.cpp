@@ -365,17 +365,17 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
         for (int64_t r = 0; r < rows; ++r) {
           std::copy_n(xs + (t * batch + b0 + r) * input, input, xht + r * depth);
           std::copy_n(hp + (b0 + r) * hidden, hidden, xht + r * depth + input);
-          if (b != nullptr) std::copy_n(b, width, zt + (b0 + r) * width);
         }
-        const T beta = b != nullptr ? T(1) : T(0);
-        if constexpr (std::is_same_v<T, float>) {
-          if (bf16) {
-            sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, beta, zt + b0 * width, width);
-          } else {
-            gemm_rows(rows, width, depth, xht, depth, w, width, beta, zt + b0 * width, width);
+        T* zs = zt + b0 * width;
+        if (bf16) {
+          if constexpr (std::is_same_v<T, float>) {
+            for (int64_t r = 0; r < rows && b != nullptr; ++r) std::copy_n(b, width, zs + r * width);
+            sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, b != nullptr ? 1.0f : 0.0f, zs, width);
           }
+        } else if (b != nullptr) {  // the bias added as the product's tiles are written: no pass of its own
+          gemm_rows_bias(rows, width, depth, xht, depth, w, width, b, zs, width);
         } else {
-          gemm_rows(rows, width, depth, xht, depth, w, width, beta, zt + b0 * width, width);
+          gemm_rows(rows, width, depth, xht, depth, w, width, T(0), zs, width);
         }
         forward_rows(zt, hp, cp, h + t * state, c + t * state, len, t, hidden, b0, b1);
         hp = h + t * state;
@@ -492,10 +492,13 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
       // their dgates and [x_t, h_prev] side by side, until there are enough for a product.
       thread_local std::vector<float> dz_group, xh_group;
       const int64_t rows = b1 - b0, group_steps = (kMinStepWeightRows + rows - 1) / rows;
+      // A slice tall enough for a product of its own each step reads that step's dgates in place
+      // (lstm_small:256: 256 KB per thread and step not copied).
+      const bool dz_in_place = group_steps == 1;
       int64_t grouped = 0;  // rows in the group
       bool partial_started = false;
       if (weights != nullptr) {
-        dz_group.resize(static_cast<size_t>(group_steps * rows * width));
+        if (!dz_in_place) dz_group.resize(static_cast<size_t>(group_steps * rows * width));
         xh_group.resize(static_cast<size_t>(group_steps * rows * depth));
       }
       for (int64_t s = steps - 1; s >= 0; --s) {
@@ -531,7 +534,7 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
           if (weights != nullptr) {  // partial += dgates^T [x_t, h_prev(t)] over the group's rows
             const int64_t input = weights->input;
             const float* h_prev = s == 0 ? weights->h_init : weights->h_all + t_prev * state;
-            std::copy_n(dzt + b0 * width, rows * width, dz_group.data() + grouped * width);
+            if (!dz_in_place) std::copy_n(dzt + b0 * width, rows * width, dz_group.data() + grouped * width);
             for (int64_t r = 0; r < rows; ++r) {
               float* xh = xh_group.data() + (grouped + r) * depth;
               std::copy_n(weights->x + (t * batch + b0 + r) * input, input, xh);
@@ -539,8 +542,9 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
             }
             grouped += rows;
             if (grouped >= group_steps * rows || s == 0) {
-              sgemm_avx512(width, depth, grouped, 1.0f, dz_group.data(), 1, width, xh_group.data(), depth, 1,
-                           partial_started ? 1.0f : 0.0f, partial_dw.data() + part * width * depth, depth);
+              sgemm_avx512(width, depth, grouped, 1.0f, dz_in_place ? dzt + b0 * width : dz_group.data(), 1, width,
+                           xh_group.data(), depth, 1, partial_started ? 1.0f : 0.0f,
+                           partial_dw.data() + part * width * depth, depth);
               partial_started = true;
               grouped = 0;
             }
