@@ -214,6 +214,26 @@ TEST(CompareReportTrain, KeepsLossesAndHasNoOutputs) {
   EXPECT_FALSE(doc["rows"][0].contains("outputs_agree"));
 }
 
+// A row's threads 0-1 round trip goes into the JSON only when it was read (a single CPU reads none):
+// a zero must not pass for a measured round trip.
+TEST(CompareReportTrain, CoreExchangeFieldsOnlyWhenRead) {
+  const std::string dir = testing::TempDir();
+  CompareReport report;
+  CompareRow r;
+  r.config = "mlp_seed", r.batch = 64, r.steps = 10;
+  r.tapegrad = SideResult{1.0, 0.9, 2.3, 2.2, 2.1};
+  report.rows.push_back(r);  // no reading
+  r.core_exchange_ns_before = 95.0, r.core_exchange_ns_after = 480.0;
+  report.rows.push_back(r);
+  write_json(report, dir + "/exchange.json");
+  const nlohmann::json doc = nlohmann::json::parse(slurp(dir + "/exchange.json"));
+  EXPECT_FALSE(doc["rows"][0].contains("core_exchange_ns_before"));
+  EXPECT_FALSE(doc["rows"][0].contains("core_exchange_ns_after"));
+  ASSERT_TRUE(doc["rows"][1].contains("core_exchange_ns_before"));
+  EXPECT_EQ(doc["rows"][1]["core_exchange_ns_before"], 95.0);
+  EXPECT_EQ(doc["rows"][1]["core_exchange_ns_after"], 480.0);
+}
+
 namespace {
 
 // A training row with each side's step split as given (absent: that side has no split).

@@ -140,8 +140,7 @@ std::vector<Tensor> lstm_layer_backward(const LstmSavedContext& ctx, const std::
             in_dtype(grads[1], dt), in_dtype(grads[2], dt), dh, dc, dgates, db_ih, db_hh, dw_ih, dw_hh,
             ctx.lengths.get(), ctx.reverse, &weights_done);
   }
-  if (!weights_done) {
-    dw_ih = dw_hh = Tensor();
+  if (!weights_done) {  // a declining slot wrote nothing: dw_ih and dw_hh, if made, are filled below
     if (!dgates.defined()) dgates = empty_tensor(gates.sizes(), dt, dev);
     backend::kernels(dev).lstm_recurrence_backward(gates, ctx.w_hh.get().contiguous(), ctx.c0.get(), c_all, g_out,
                                                    in_dtype(grads[1], dt), in_dtype(grads[2], dt), dh, dc, dgates,
@@ -158,13 +157,13 @@ std::vector<Tensor> lstm_layer_backward(const LstmSavedContext& ctx, const std::
     gemm(dg2, ctx.w_ih.get(), dx.view({steps * batch, input_size}), 1.0, 0.0);
   }
   if (ctx.need_w_ih && !weights_done) {
-    dw_ih = empty_tensor({width, input_size}, dt, dev);
+    if (!dw_ih.defined()) dw_ih = empty_tensor({width, input_size}, dt, dev);
     gemm(dg2.t(), ctx.x.get().view({steps * batch, input_size}), dw_ih, 1.0, 0.0);
   }
   if (ctx.need_w_hh && !weights_done) {
     // The sum over t of dgates[t]^T h_prev(t): the step that started from h0 is one small GEMM,
     // every other step reads h_all at the neighbouring time (one large GEMM on views).
-    dw_hh = empty_tensor({width, hidden}, dt, dev);
+    if (!dw_hh.defined()) dw_hh = empty_tensor({width, hidden}, dt, dev);
     if (steps == 0) {
       gemm(dg2.t(), h_all.view({0, hidden}), dw_hh, 1.0, 0.0);  // k = 0: zeros
     } else {

@@ -254,10 +254,9 @@ AdamPointers<T> adam_pointers(const Tensor& param, const Tensor& grad, const Ten
 // output columns, the weight's rows, among the threads the same way, so each thread updates the
 // rows its own core reads next, which matters where the cores do not share a last-level cache; laid
 // end to end, thread 0 of mlp_fashion took 2/3 of its first weight, and Adam's step took 0.064-0.087
-// ms (one L3)
-// against 0.057-0.062 split per parameter. Each element is updated by the same code as the
-// one-parameter kernels, so the results are bit-identical to theirs. Up to `grain` elements in all
-// stay on the calling thread.
+// ms (one L3) against 0.057-0.062 split per parameter. Each element is updated by the same code as
+// the one-parameter kernels, so the results are bit-identical to theirs. Up to `grain` elements in
+// all stay on the calling thread.
 template <class Entry, class Segment>
 void for_each_element_range(const std::vector<Entry>& entries, int64_t grain, const Segment& segment) {
   int64_t total = 0;
