@@ -162,6 +162,64 @@ TEST_F(Sgemm, BiasEpilogueGivesTheBitsOfACopiedBias) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], bias[i % 3]);
 }
 
+// Note [tall tiles for the last rows]: a block's last 13-16 rows (A read in place) go through 16-column
+// tiles instead of a 12-row and a 1-4-row tile. Their bits must equal the thin tiles': each C row
+// here is compared with the same row computed in a product of 12 rows or fewer, which the tall tile
+// never serves. Both B layouts, column edges, depth blocks, alpha, beta, bias, one and two threads.
+TEST_F(Sgemm, TallTilesGiveTheBitsOfThinOnes) {
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (int64_t m : {13, 14, 15, 16, 28, 64})
+      for (const Case& shape :
+           {Case{m, 1024, 256, false, false, 1.0f, 0.0f}, Case{m, 45, 300, false, true, -0.5f, 0.25f},
+            Case{m, 17, 600, false, false, 1.0f, 1.0f}}) {
+        tapegrad::testing::GemmOperands o(shape);
+        for (bool with_bias : {false, true}) {
+          const float beta = with_bias ? 0.0f : shape.beta;
+          const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(shape.n), 5);
+          const float* b = with_bias ? bias.data() : nullptr;
+          std::vector<float> whole = o.c_before, by_rows = o.c_before;
+          const auto product = [&](int64_t row0, int64_t rows, std::vector<float>& c) {
+            tapegrad::cpu::sgemm_avx512(rows, shape.n, shape.k, shape.alpha, o.a.data() + row0 * o.a_row_stride(),
+                                        o.a_row_stride(), o.a_col_stride(), o.b.data(), o.b_row_stride(),
+                                        o.b_col_stride(), beta, c.data() + row0 * o.ldc, o.ldc, b);
+          };
+          product(0, m, whole);
+          for (int64_t row0 = 0; row0 < m; row0 += 12) product(row0, std::min<int64_t>(12, m - row0), by_rows);
+          ASSERT_TRUE(whole == by_rows) << "m=" << m << " n=" << shape.n << " k=" << shape.k << " beta " << beta
+                                        << (with_bias ? " with a bias" : "");
+        }
+      }
+  }
+}
+
+// A tall tile's rows a multiple of 2 or 4 KiB apart would crowd L1's sets, so they are packed before
+// the kernel reads them (Note [tall tiles for the last rows]); the same values with a stride that
+// does not alias are read in place. Both must give the same bits, whichever tiles the rows fall in.
+TEST_F(Sgemm, RowsThatAliasInL1GiveTheBitsOfRowsThatDoNot) {
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (int64_t lda : {1024, 512})
+      for (int64_t m : {12, 13, 16, 20, 28, 40, 64})
+        for (int64_t n : {256, 45}) {
+          const int64_t k = lda, spread = k + 3;
+          const std::vector<float> values = uniform_values<float>(static_cast<size_t>(m * k), 6);
+          const std::vector<float> b = uniform_values<float>(static_cast<size_t>(k * n), 7);
+          std::vector<float> aliasing(static_cast<size_t>(m * lda)), spread_rows(static_cast<size_t>(m * spread));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t p = 0; p < k; ++p) aliasing[i * lda + p] = spread_rows[i * spread + p] = values[i * k + p];
+          for (float beta : {0.0f, 0.5f}) {
+            std::vector<float> c1(static_cast<size_t>(m * n), 1.0f), c2 = c1;
+            tapegrad::cpu::sgemm_avx512(m, n, k, 1.0f, aliasing.data(), lda, 1, b.data(), n, 1, beta, c1.data(), n);
+            tapegrad::cpu::sgemm_avx512(m, n, k, 1.0f, spread_rows.data(), spread, 1, b.data(), n, 1, beta, c2.data(),
+                                        n);
+            ASSERT_TRUE(c1 == c2) << "lda=" << lda << " m=" << m << " n=" << n << " beta " << beta << ", " << threads
+                                  << " threads";
+          }
+        }
+  }
+}
+
 TEST_F(Sgemm, ZeroDepthOrZeroAlphaScalesC) {
   std::vector<float> c(6, 2.0f);
   float a = 1, b = 1;

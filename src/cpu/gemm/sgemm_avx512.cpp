@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <vector>
 
@@ -211,6 +212,65 @@ TG_AVX512 void tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, c
   }
 }
 
+// Note [tall tiles for the last rows]: a block whose rows end 1-4 past a multiple of kMr (a thread's
+// 16-row slice of char_lstm's batch 32, a batch of 64) would end on a thin tile of 1-4 rows, whose
+// 2-8 accumulators leave the multiply-add units waiting and which streams the B panel once more
+// for little work. Its last 13-16 rows instead go through this tile, 16 columns wide: one B vector
+// and R broadcasts per depth. 16 rows x 1024 columns by depth 256-512, one Zen 5 core: 12 + 4 rows
+// 177-179 GFLOP/s, 16 x 16 tiles 188-198. Each element's sum runs over the depth in the same order,
+// with the same last steps (alpha, beta C, bias), so the bits equal tile_kernel's. Rows of A that lie
+// a multiple of 2 KiB apart would share one or two of L1's 64 sets, 8-16 lines in 12 ways (the
+// gate gradients of a 256-unit LSTM are rows of 4 KiB: its backward products took 45 -> 57 ms of
+// char_lstm's step read in place), so those rows are first packed side by side (kPackedA: 16 values
+// per depth); others are read in place.
+constexpr int64_t kTallRows = 16;
+template <int R, bool kPackedA>
+TG_AVX512 void tall_tile_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                                int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 m0, float alpha, float beta,
+                                const float* __restrict bias) {
+  static_assert(R > kMr && R <= kTallRows, "a tall tile holds 13 to 16 rows");
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const float* groups[4] = {a, a + 4 * lda, a + 8 * lda, a + 12 * lda};  // four rows each
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float value = kPackedA ? a[p * kTallRows + r] : groups[r / 4][p + (r % 4) * lda];
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(value), b0, acc[r]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __m512 bias0 = bias != nullptr ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(va, acc[r]);
+    if (beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), x0);
+    } else if (bias != nullptr) {
+      x0 = _mm512_add_ps(bias0, x0);
+    }
+    _mm512_mask_storeu_ps(row, m0, x0);
+  }
+}
+
+using TallTileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
+                                float, float, const float*);
+template <bool kPackedA>
+constexpr TallTileKernel kTallTileKernels[4] = {tall_tile_kernel<13, kPackedA>, tall_tile_kernel<14, kPackedA>,
+                                                tall_tile_kernel<15, kPackedA>, tall_tile_kernel<16, kPackedA>};
+
+// Into how many of L1's 64 sets (of 64-byte lines) the rows of A fall, `a_rs` floats apart (48 KiB
+// 12-way on Zen 4 and 5, 64 sets on Intel's too): 1 for rows a multiple of 4 KiB apart, 2 for 2 KiB.
+int l1_sets_of_rows(int64_t a_rs) {
+  const int64_t bytes = a_rs * static_cast<int64_t>(sizeof(float));
+  if (bytes % 64 != 0) return 64;  // rows start at different offsets in their lines: spread
+  const int64_t lines = (bytes / 64) % 64;
+  return lines == 0 ? 1 : static_cast<int>(64 / std::gcd<int64_t>(lines, 64));
+}
+
 using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
                             __mmask16, float, float, const float*);
 template <bool kPackedA>
@@ -252,10 +312,12 @@ void gemm_columns(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t
 
 // Columns [j0, j1) (at most kNc) and rows [i0, i1) of C, on the calling thread.
 void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  thread_local std::vector<float> a_buffer, b_buffer;
+  thread_local std::vector<float> a_buffer, b_buffer, tall_buffer;
   const int64_t rows = i1 - i0, cols = j1 - j0;
   if (rows <= 0 || cols <= 0) return;
   const bool b_in_place = o.b_cs == 1 && rows <= kMc;
+  // Contiguous rows of A are read in place. (Packing rows that share L1 sets, as the tall tiles do, made
+  // lstm_large's 12-row tiles over its 8 KiB rows of gate gradients slower: 146 -> 152 ms a step.)
   const bool a_in_place = o.a_cs == 1;
   float* a_pack = a_in_place ? nullptr : scratch(a_buffer, kMc * kKc);
   float* b_pack = b_in_place ? nullptr : scratch(b_buffer, kKc * ((cols + kNr - 1) / kNr) * kNr);
@@ -268,15 +330,34 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
     for (int64_t ib = i0; ib < i1; ib += kMc) {
       const int64_t mc = std::min(kMc, i1 - ib);
       const float* a_block = o.a + ib * o.a_rs + p0 * o.a_cs;
+      // Note [tall tiles for the last rows]: the block's last 13-16 rows, packed where they alias.
+      const int64_t tall_rows =
+          a_in_place && mc > kMr && mc % kMr != 0 && mc % kMr <= kTallRows - kMr ? kMr + mc % kMr : 0;
+      const bool tall_packed = tall_rows > 0 && l1_sets_of_rows(o.a_rs) <= 2;
       if (!a_in_place) pack_a(a_block, o.a_rs, o.a_cs, mc, kc, a_pack);
+      const float* tall_a = tall_rows > 0 ? a_block + (mc - tall_rows) * o.a_rs : nullptr;
+      if (tall_packed) {
+        float* pack = scratch(tall_buffer, kKc * kTallRows);
+        transpose_matrix(tall_a, tall_rows, kc, o.a_rs, pack, kTallRows);
+        tall_a = pack;
+      }
       for (int64_t j = 0; j < cols; j += kNr) {
         const __mmask16 m0 = lanes(cols - j), m1 = lanes(cols - j - 16);
         const float* panel = b_in_place ? b_block + j : b_pack + (j / kNr) * kc * kNr;
         const int64_t ldb = b_in_place ? o.b_rs : kNr;
         float* c_tile = o.c + ib * o.ldc + j0 + j;
+        const float* tile_bias = bias != nullptr ? bias + j : nullptr;
         for (int64_t i = 0; i < mc; i += kMr, c_tile += kMr * o.ldc) {
           const int r = static_cast<int>(std::min<int64_t>(kMr, mc - i));
-          const float* tile_bias = bias != nullptr ? bias + j : nullptr;
+          if (tall_rows > 0 && mc - i == tall_rows) {  // Note [tall tiles for the last rows]
+            const TallTileKernel tall = tall_packed ? kTallTileKernels<true>[tall_rows - kMr - 1]
+                                                    : kTallTileKernels<false>[tall_rows - kMr - 1];
+            tall(kc, tall_a, o.a_rs, panel, ldb, c_tile, o.ldc, m0, o.alpha, beta, tile_bias);
+            if (m1 != 0)
+              tall(kc, tall_a, o.a_rs, panel + 16, ldb, c_tile + 16, o.ldc, m1, o.alpha, beta,
+                   tile_bias != nullptr ? tile_bias + 16 : nullptr);
+            break;
+          }
           if (a_in_place) {
             kTileKernels<false>[r](kc, a_block + i * o.a_rs, o.a_rs, panel, ldb, c_tile, o.ldc, m0, m1, o.alpha, beta,
                                    tile_bias);
