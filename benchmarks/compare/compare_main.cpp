@@ -267,7 +267,7 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
   CompareRow row;
   row.config = c.name;
   row.batch = batch;
-  row.gemm_flops_per_example = c.shape.gemm_flops_per_example();
+  row.gemm_flops_per_example = median_batch_gemm_flops_per_example(c.shape, batches);
   row.steps = alternate(sides, budget_s, block_s, [&] {
     if (with_tapegrad) our_first = our_loss.item();
     if (ours_bf16) bf16_first = our_bf16_loss.item();
@@ -336,7 +336,7 @@ CompareRow infer_one(const NamedConfig& c, int64_t batch, Device device, bool wi
   CompareRow row;
   row.config = c.name;
   row.batch = batch;
-  row.gemm_flops_per_example = c.shape.gemm_forward_flops_per_example();
+  row.gemm_flops_per_example = median_batch_gemm_flops_per_example(c.shape, batches, /*forward_only=*/true);
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   std::unique_ptr<LibTorchRun> theirs;
   Contender lt{[&] { theirs->infer(); }, [] {}, {}};
@@ -536,7 +536,8 @@ int main(int argc, char** argv) {
           "\nms: median time of one forward (the logits, no loss; both sides in inference mode, eval()); tg/lt: their "
           "ratio, below 1 tapegrad is faster;\nmin-min: the ratio of each side's fastest forward (less sensitive to a "
           "busy machine). N: forwards per side.\n"
-          "GF/s: GEMM work of the forward alone (elementwise work left out, so a floor) x batch / median ms; "
+          "GF/s: GEMM work of the forward alone (elementwise work left out, so a floor; char_lstm: the pool's "
+          "median batch's real steps) x batch / median ms; "
           "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (a 2048^3 product: small batches "
           "are matrix-vector work and cannot approach it).\n"
           "outputs: both sides' logits on every batch of the pool, before and after the timing; 'agree' when "
@@ -547,9 +548,9 @@ int main(int argc, char** argv) {
           "\nms: median time of one training step (forward, cross-entropy, backward, Adam); tg/lt: their ratio, below "
           "1 "
           "tapegrad is faster;\nmin-min: the ratio of each side's fastest step (less sensitive to a busy machine).\n"
-          "GF/s: GEMM work of forward and backward (elementwise work left out, so a floor) x batch / median ms; "
-          "tg %%ceil: tapegrad's GF/s\nas a percentage of the sgemm ceiling above (the faster of OpenBLAS and tapegrad "
-          "matmul).\n"
+          "GF/s: GEMM work of forward and backward (elementwise work left out, so a floor) x batch / median ms, the "
+          "work of the pool's median batch\n(char_lstm: its real steps); tg %%ceil: tapegrad's GF/s as a percentage "
+          "of the sgemm ceiling above (the faster of OpenBLAS and\ntapegrad matmul).\n"
           "loss1/loss%d/lossN: loss after step 1, step %d and the last (N-th) step, same weights and data on both "
           "sides; 'agree': steps 1 and %d\nwithin %.0e relative (the last step is shown, not checked: two float "
           "implementations drift apart over many steps).\n",

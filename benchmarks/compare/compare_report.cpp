@@ -338,8 +338,9 @@ void write_json(const CompareReport& report, const std::string& path) {
         "in its inference mode with the model in eval(), after 2 warm-up forwards; steady clock, device "
         "synchronised at block ends";
     doc["gflops"] =
-        "GEMM multiply-adds x 2 of the forward alone per example (elementwise work left out) x batch / median "
-        "forward time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+        "GEMM multiply-adds x 2 of the forward alone per example (elementwise work left out; gemm_flops_per_example, "
+        "that of the pool's median batch, whose real steps a char_lstm example counts) x batch / median forward "
+        "time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
     doc["output_tolerance"] = kOutputTolerance;
     doc["agree_rule"] =
         "outputs_agree: max |tapegrad - libtorch| <= output_tolerance * max(1, max |libtorch|) over the outputs "
@@ -350,8 +351,10 @@ void write_json(const CompareReport& report, const std::string& path) {
         "median per-step time over alternating blocks of whole training steps (forward, cross-entropy, "
         "backward, Adam), after 2 warm-up steps; steady clock, device synchronised at block ends";
     doc["gflops"] =
-        "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out) x batch / median "
-        "step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the two paths";
+        "GEMM multiply-adds x 2 of forward and backward per example (elementwise work left out; "
+        "gemm_flops_per_example, that of the pool's median batch, whose real steps a char_lstm example counts) x "
+        "batch / median step time; percent_of_ceiling divides tapegrad's by sgemm_ceiling.gflops, the faster of the "
+        "two paths";
     doc["phase_timing"] =
         "tapegrad_phases, libtorch_phases: after the timing of whole steps, phase_steps more steps per side in "
         "alternating blocks (ABBA), the same calls with a steady clock read after forward + cross-entropy, "

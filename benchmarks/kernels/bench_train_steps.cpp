@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
                       time_loop(
                           state, dev, [&] { run.step(); }, 3, GpuClock::SynchronizedWallClock);
                       state.SetItemsProcessed(state.iterations() * batch);
-                      set_flops(state, c.shape.gemm_flops_per_example() * static_cast<double>(batch));
+                      // The iterations cycle through the pool, whose char_lstm batches differ in length.
+                      set_flops(state,
+                                mean_batch_gemm_flops_per_example(c.shape, run.batches()) * static_cast<double>(batch));
                       state.counters["launches"] = static_cast<double>(per_step.launches);
                       state.counters["gemms"] = static_cast<double>(per_step.gemms);
                       state.counters["copies"] = static_cast<double>(per_step.copies);
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
                         state, dev, [&] { run.step(); }, 3, GpuClock::SynchronizedWallClock);
                     set_num_threads(saved);
                     state.SetItemsProcessed(state.iterations());
-                    set_flops(state, c.shape.gemm_flops_per_example());
+                    set_flops(state, mean_batch_gemm_flops_per_example(c.shape, run.batches()));
                   });
     }
   }

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "common/step_timer.h"
+
 namespace tapegrad::bench {
 
 ModelShape ModelShape::mlp(std::vector<int64_t> sizes) {
@@ -56,6 +58,49 @@ std::string ModelShape::describe() const {
 }
 
 double ModelShape::gemm_flops_per_example() const {
+  return gemm_flops_per_example_of_length(kind == ModelKind::CharLm ? mean_char_chunk_length(seq_len) : 0);
+}
+
+double ModelShape::gemm_forward_flops_per_example() const {
+  return gemm_forward_flops_per_example_of_length(kind == ModelKind::CharLm ? mean_char_chunk_length(seq_len) : 0);
+}
+
+namespace {
+
+// The mean of a CharLm batch's lengths (its real steps per example); 0 for the other kinds.
+double mean_real_steps(const ModelShape& shape, const Batch& batch) {
+  if (shape.kind != ModelKind::CharLm) return 0;
+  TG_CHECK(batch.lengths.defined() && batch.lengths.numel() > 0, "gemm_flops_per_example: a ", shape.describe(),
+           " batch needs its lengths");
+  return batch.lengths.to(kFloat64).mean().item<double>();
+}
+
+}  // namespace
+
+double ModelShape::gemm_flops_per_example(const Batch& batch) const {
+  return gemm_flops_per_example_of_length(mean_real_steps(*this, batch));
+}
+
+double ModelShape::gemm_forward_flops_per_example(const Batch& batch) const {
+  return gemm_forward_flops_per_example_of_length(mean_real_steps(*this, batch));
+}
+
+double median_batch_gemm_flops_per_example(const ModelShape& shape, const std::vector<Batch>& pool, bool forward_only) {
+  if (pool.empty()) return forward_only ? shape.gemm_forward_flops_per_example() : shape.gemm_flops_per_example();
+  std::vector<double> work;
+  for (const Batch& b : pool)
+    work.push_back(forward_only ? shape.gemm_forward_flops_per_example(b) : shape.gemm_flops_per_example(b));
+  return median(work);
+}
+
+double mean_batch_gemm_flops_per_example(const ModelShape& shape, const std::vector<Batch>& pool) {
+  if (pool.empty()) return shape.gemm_flops_per_example();
+  double total = 0;
+  for (const Batch& b : pool) total += shape.gemm_flops_per_example(b);
+  return total / static_cast<double>(pool.size());
+}
+
+double ModelShape::gemm_flops_per_example_of_length(double char_steps) const {
   // Forward is one multiply-add per weight per example; backward is two (input and weight
   // gradients), except that the first layer's input gradient is not needed.
   double macs = 0;
@@ -71,7 +116,7 @@ double ModelShape::gemm_flops_per_example() const {
     for (int64_t layer = 0; layer < num_layers; ++layer)
       per_step += 3 * gate_rows * static_cast<double>((layer == 0 ? input_size : hidden_size) + hidden_size);
     per_step += 3.0 * static_cast<double>(hidden_size * num_classes);
-    macs = per_step * mean_char_chunk_length(seq_len);
+    macs = per_step * char_steps;
   } else {
     double gate_rows = 4.0 * static_cast<double>(hidden_size);
     double per_step =
@@ -81,7 +126,7 @@ double ModelShape::gemm_flops_per_example() const {
   return 2 * macs;
 }
 
-double ModelShape::gemm_forward_flops_per_example() const {
+double ModelShape::gemm_forward_flops_per_example_of_length(double char_steps) const {
   double macs = 0;
   if (kind == ModelKind::Mlp) {
     for (size_t i = 0; i + 1 < mlp_sizes.size(); ++i)
@@ -94,7 +139,7 @@ double ModelShape::gemm_forward_flops_per_example() const {
     if (kind == ModelKind::CharLm) {
       // The head runs at every step; padded steps are not work (as in gemm_flops_per_example()).
       per_step += static_cast<double>(hidden_size * num_classes);
-      macs = per_step * mean_char_chunk_length(seq_len);
+      macs = per_step * char_steps;
     } else {
       macs = per_step * static_cast<double>(seq_len) + static_cast<double>(hidden_size * num_classes);
     }

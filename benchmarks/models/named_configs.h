@@ -22,6 +22,8 @@ enum class ModelKind { Mlp, Lstm, CharLm };
 // padding id) -> LSTM(E, H, layers) over variable lengths -> Linear(H, V) at every step, trained
 // on next-character cross-entropy with padded steps ignored (input_size is E, num_classes is V,
 // seq_len the longest chunk: the BPTT length).
+struct Batch;
+
 struct ModelShape {
   ModelKind kind = ModelKind::Mlp;
   std::vector<int64_t> mlp_sizes;                        // MLP: in, hidden..., classes
@@ -41,6 +43,15 @@ struct ModelShape {
   // Multiply-adds x 2 of the forward alone per example (what an inference call computes), counted
   // the same way: GEMMs only, a CharLm example of the mean chunk length.
   double gemm_forward_flops_per_example() const;
+  // The same two for the examples of one batch: a CharLm example is then one of that batch's own
+  // sequences (its lengths' mean) rather than one of the corpus's mean length. Other kinds do not
+  // depend on the batch.
+  double gemm_flops_per_example(const Batch& batch) const;
+  double gemm_forward_flops_per_example(const Batch& batch) const;
+
+ private:
+  double gemm_flops_per_example_of_length(double char_steps) const;
+  double gemm_forward_flops_per_example_of_length(double char_steps) const;
 };
 
 // CharLm batches take their lengths from the fortunes corpus: the chunks examples/char_lstm trains
@@ -80,6 +91,18 @@ struct Batch {
 // `count` random batches on the CPU (standard normal inputs, uniform labels; CharLm: uniform ids
 // in [1, V) and corpus-like lengths) from `generator`.
 std::vector<Batch> make_batches(const ModelShape& shape, int64_t batch, int count, Generator* generator = nullptr);
+
+// The GEMM work per example of the pool's median batch (by that work; training steps, or the forward
+// alone): what the median time of steps that cycle through the pool is to be divided into, since a
+// step's time follows its batch's work. A CharLm pool mixes lengths: the comparison's 8 batches of
+// char_lstm:32 are six of 128 steps, one of 68 and one of 26 (a mean of 106 real steps against
+// the corpus's 93), and its median step is one of 128 steps; measured against the corpus mean, its
+// GFLOP/s read 27% low. For the other kinds every batch does the same work.
+double median_batch_gemm_flops_per_example(const ModelShape& shape, const std::vector<Batch>& pool,
+                                           bool forward_only = false);
+// The mean over the pool instead: for a mean step time over steps that cycle through it (Google
+// Benchmark's iterations).
+double mean_batch_gemm_flops_per_example(const ModelShape& shape, const std::vector<Batch>& pool);
 // The logits `model` (built by build_model for `shape`) computes for one batch, on its device: what
 // the training loss compares with the targets. MLP and LSTM [B, classes]; CharLm [T * B, V], each
 // row stopped at its length (padded steps give the head's bias alone).

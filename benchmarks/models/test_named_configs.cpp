@@ -149,6 +149,74 @@ TEST(NamedConfigs, ForwardFlopsByHand) {
   }
 }
 
+namespace {
+
+// A CharLm batch whose rows all have `length` real steps (the ids do not matter to the count).
+Batch char_batch_of_length(int64_t length, int64_t rows = 4) {
+  return {zeros({length, rows}, TensorOptions(kInt64)), zeros({length, rows}, TensorOptions(kInt64)),
+          full({rows}, static_cast<double>(length), TensorOptions(kInt64))};
+}
+
+}  // namespace
+
+// A batch's own work: the same as the shape's for fixed-shape kinds; for CharLm, proportional to
+// its rows' mean length, where the shape's count uses the corpus's mean.
+TEST(NamedConfigs, FlopsOfOneBatch) {
+  Generator data(1);
+  for (const char* name : {"mlp_seed", "lstm_small"}) {
+    const ModelShape& shape = named_config(name).shape;
+    const Batch b = make_batches(shape, 3, 1, &data)[0];
+    EXPECT_DOUBLE_EQ(shape.gemm_flops_per_example(b), shape.gemm_flops_per_example()) << name;
+    EXPECT_DOUBLE_EQ(shape.gemm_forward_flops_per_example(b), shape.gemm_forward_flops_per_example()) << name;
+  }
+  const ModelShape& chars = named_config("char_lstm").shape;
+  const double mean = mean_char_chunk_length(chars.seq_len);
+  for (int64_t length : {1, 50, 128}) {
+    const Batch b = char_batch_of_length(length);
+    EXPECT_NEAR(chars.gemm_flops_per_example(b), chars.gemm_flops_per_example() * length / mean,
+                1e-9 * chars.gemm_flops_per_example());
+    EXPECT_NEAR(chars.gemm_forward_flops_per_example(b), chars.gemm_forward_flops_per_example() * length / mean,
+                1e-9 * chars.gemm_forward_flops_per_example());
+  }
+  // Rows of different lengths count their mean: padding is not work.
+  Batch mixed = char_batch_of_length(100);
+  mixed.lengths = tensor(std::vector<int64_t>{100, 20, 60, 20}, {4});
+  EXPECT_NEAR(chars.gemm_flops_per_example(mixed), chars.gemm_flops_per_example(char_batch_of_length(50)),
+              1e-9 * chars.gemm_flops_per_example());
+  Batch no_lengths = char_batch_of_length(10);
+  no_lengths.lengths = Tensor();
+  try {
+    chars.gemm_flops_per_example(no_lengths);
+    FAIL() << "a CharLm batch without lengths was counted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs its lengths"), std::string::npos) << e.what();
+  }
+}
+
+// The work a median step time is divided into: the median over the pool of each batch's work (the
+// median of an even count is the mean of the middle two, as the step times' median is).
+TEST(NamedConfigs, MedianBatchFlopsOfAPool) {
+  const ModelShape& chars = named_config("char_lstm").shape;
+  const auto work = [&](int64_t length) { return chars.gemm_flops_per_example(char_batch_of_length(length)); };
+  std::vector<Batch> pool;
+  for (int64_t length : {128, 10, 128, 50, 128}) pool.push_back(char_batch_of_length(length));
+  EXPECT_DOUBLE_EQ(median_batch_gemm_flops_per_example(chars, pool), work(128));
+  pool.push_back(char_batch_of_length(10));  // 10, 10, 50, 128, 128, 128: between 50 and 128
+  EXPECT_NEAR(median_batch_gemm_flops_per_example(chars, pool), 0.5 * (work(50) + work(128)), 1e-9 * work(128));
+  EXPECT_NEAR(median_batch_gemm_flops_per_example(chars, pool, /*forward_only=*/true),
+              chars.gemm_forward_flops_per_example(char_batch_of_length(89)), 1e-9 * work(128));
+  // The mean over the pool, for mean step times: (10 + 10 + 50 + 3 x 128) / 6 = 75.67 steps.
+  EXPECT_NEAR(mean_batch_gemm_flops_per_example(chars, pool), work(128) * (454.0 / 6) / 128, 1e-9 * work(128));
+  // Fixed-shape kinds and an empty pool: the shape's own count.
+  Generator data(2);
+  const ModelShape& mlp = named_config("mlp_seed").shape;
+  EXPECT_DOUBLE_EQ(median_batch_gemm_flops_per_example(mlp, make_batches(mlp, 8, 3, &data)),
+                   mlp.gemm_flops_per_example());
+  EXPECT_DOUBLE_EQ(median_batch_gemm_flops_per_example(chars, {}), chars.gemm_flops_per_example());
+  EXPECT_DOUBLE_EQ(mean_batch_gemm_flops_per_example(mlp, make_batches(mlp, 8, 3, &data)),
+                   mlp.gemm_flops_per_example());
+}
+
 // model_output is what training_loss takes the cross-entropy of, and under InferenceMode (eval) it
 // gives the same logits as with the tape on.
 TEST(NamedConfigs, ModelOutputIsTheLossInput) {
