@@ -262,8 +262,9 @@ template <bool kPackedA>
 constexpr TallTileKernel kTallTileKernels[4] = {tall_tile_kernel<13, kPackedA>, tall_tile_kernel<14, kPackedA>,
                                                 tall_tile_kernel<15, kPackedA>, tall_tile_kernel<16, kPackedA>};
 
-// Into how many of L1's 64 sets (of 64-byte lines) the rows of A fall, `a_rs` floats apart (48 KiB
-// 12-way on Zen 4 and 5, 64 sets on Intel's too): 1 for rows a multiple of 4 KiB apart, 2 for 2 KiB.
+// Into how many of L1's 64 sets (of 64-byte lines) the rows of A fall, `a_rs` floats apart (64 sets
+// on Zen 4 and 5 and on Intel's cores: 32 or 48 KiB, 8 or 12 ways): 1 for rows a multiple of 4 KiB
+// apart, 2 for 2 KiB.
 int l1_sets_of_rows(int64_t a_rs) {
   const int64_t bytes = a_rs * static_cast<int64_t>(sizeof(float));
   if (bytes % 64 != 0) return 64;  // rows start at different offsets in their lines: spread
