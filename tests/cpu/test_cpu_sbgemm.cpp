@@ -424,3 +424,61 @@ TEST(CpuSbgemm, ProductsComputedTransposedHaveThePlainProductsBits) {
     EXPECT_TRUE(allclose(with_beta, plain_beta, 0.0, 0.0));
   }
 }
+
+// `bias`: with beta = 0 the product has the bits of beta = 1 over a C holding the bias in every row,
+// on every kernel, for float32 and bf16 outputs, products of one and of two depth blocks (2100), a
+// last panel of 8 columns, one and two threads (the second splits by panels or by rows). Nothing
+// is written past column n, and on the AVX512-BF16 kernel a bf16 output of one depth block leaves
+// C, NaN, unread and unwritten. The control: the bias changes the result.
+TEST(CpuSbgemm, BiasHasTheBitsOfACHoldingIt) {
+  for (SbgemmKernel kernel : kAllKernels) {
+    if (!has(kernel)) continue;
+    Path path(kernel);
+    for (const Case& t : {Case{601, 40, 64, false, false, 1.0f, 0.0f}, Case{70, 200, 300, false, true, 1.0f, 0.0f},
+                          Case{29, 72, 2100, false, false, 0.75f, 0.0f}, Case{3, 17, 5, true, false, 1.0f, 0.0f}})
+      for (bool bf16_output : {false, true})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message()
+                       << tapegrad::cpu::sbgemm_kernel_name(kernel) << " m=" << t.m << " n=" << t.n << " k=" << t.k
+                       << (bf16_output ? " bf16" : " float32") << " output, " << threads << " threads");
+          ThreadCount count(threads);
+          const int64_t ldc = t.n + 3;
+          const int64_t a_rs = t.a_transposed ? 1 : t.k, a_cs = t.a_transposed ? t.m : 1;
+          const std::vector<float> a = uniform_values<float>(static_cast<size_t>(t.m * t.k), 51);
+          const std::vector<float> b = uniform_values<float>(static_cast<size_t>(t.k * t.n), 52);
+          const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 53);
+          const PackedBf16Matrix packed(b.data(), t.b_transposed ? 1 : t.n, t.b_transposed ? t.k : 1, t.k, t.n);
+          // Only the AVX512-BF16 kernel adds the bias in its tiles; the others start C from it.
+          const bool c_untouched = bf16_output && t.k <= 2048 && kernel == SbgemmKernel::Avx512Bf16;
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> got(static_cast<size_t>(t.m * ldc), c_untouched ? nan : 0.5f);
+          std::vector<float> want(got.size(), 0.5f), unbiased(got.size(), 0.5f);
+          for (int64_t i = 0; i < t.m; ++i) std::copy(bias.begin(), bias.end(), want.begin() + i * ldc);
+          std::vector<BFloat16> got16(got.size(), BFloat16(7.0f)), want16 = got16, unbiased16 = got16;
+          auto out = [&](std::vector<BFloat16>& o) {
+            return bf16_output ? tapegrad::cpu::RoundedOutput{o.data(), ldc} : tapegrad::cpu::RoundedOutput{};
+          };
+          tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), a_rs, a_cs, packed, 0.0f, got.data(), ldc, out(got16),
+                                bias.data());
+          tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), a_rs, a_cs, packed, 1.0f, want.data(), ldc, out(want16));
+          tapegrad::cpu::sbgemm(t.m, t.alpha, a.data(), a_rs, a_cs, packed, 0.0f, unbiased.data(), ldc,
+                                out(unbiased16));
+          int64_t differs = 0;
+          for (int64_t i = 0; i < t.m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i * ldc + j);
+              if (bf16_output) {
+                ASSERT_EQ(got16[at].bits, want16[at].bits) << "C(" << i << ", " << j << ")";
+                if (c_untouched) ASSERT_TRUE(std::isnan(got[at])) << "C was written at (" << i << ", " << j << ")";
+                differs += got16[at].bits != unbiased16[at].bits;
+              } else if (j >= t.n) {
+                ASSERT_EQ(got[at], 0.5f) << "wrote past column " << t.n;
+              } else {
+                ASSERT_EQ(got[at], want[at]) << "C(" << i << ", " << j << ")";
+                differs += got[at] != unbiased[at];
+              }
+            }
+          EXPECT_GT(differs, t.m * t.n / 2);
+        }
+  }
+}

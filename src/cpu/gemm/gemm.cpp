@@ -341,15 +341,17 @@ void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double a
   }
   float* c = static_cast<float*>(out.data_ptr());
   RoundedOutput rounded;
+  thread_local std::vector<float> bias32;  // bias16 widened: the kernel adds it as it writes its tiles
+  const float* bias = nullptr;
   if (out.dtype() == kBFloat16) {
     scratch.resize(static_cast<size_t>(n * m));
     c = scratch.data();
     rounded = RoundedOutput{static_cast<BFloat16*>(out.data_ptr()), ldc};
     if (bias16.defined()) {
-      const char* row = static_cast<const char*>(bias16.data_ptr());
-      parallel_for(0, n, std::max<int64_t>(1, kGrainSize / m), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) widen_16bit(kBFloat16, row, 2, c + i * m, m);
-      });
+      bias32.resize(static_cast<size_t>(m));
+      widen_16bit(kBFloat16, static_cast<const char*>(bias16.data_ptr()), 2, bias32.data(), m);
+      bias = bias32.data();
+      beta = 0.0;
     } else if (beta != 0.0) {
       const char* c16 = static_cast<const char*>(out.data_ptr());
       parallel_for(0, n, std::max<int64_t>(1, kGrainSize / m), [&](int64_t i0, int64_t i1) {
@@ -361,7 +363,7 @@ void mixed_product(const Tensor& a, const Tensor& b, const Tensor& out, double a
   with_f32_or_bf16(a, [&](auto* a_data) {
     with_f32_or_bf16(b, [&](auto* b_data) {
       sbgemm_unpacked(n, k, m, static_cast<float>(alpha), a_data, a.stride(0), a.stride(1), b_data, b.stride(0),
-                      b.stride(1), static_cast<float>(beta), c, c_ld, rounded);
+                      b.stride(1), static_cast<float>(beta), c, c_ld, rounded, bias);
     });
   });
 }
@@ -377,9 +379,11 @@ namespace {
 // Note [the bias in the float32 sums]: linear's bias, copied into every row of its output for the
 // product to add to (beta = 1), costs a bf16 output twice under autocast: the copy rounds it into
 // out, and the product widens out back into the float32 sums it rounds from. Here the bias is
-// rounded to bf16 once ([m] values, the copy kernel's rounding) and widened straight into the
-// sums, so the result has the same bits. mlp_seed:1024 (out 1024 x 512): the copy took 94 us of
-// the step. Products computed transposed (Note [products computed transposed], sbgemm.cpp) add C
+// rounded to bf16 once ([m] values, the copy kernel's rounding), widened, and added by the bf16
+// kernel as it writes each tile (sbgemm's `bias`), so the result has the same bits and the float32
+// sums are never written. mlp_seed:1024 (out 1024 x 512): the copy took 94 us of the step, and
+// widening the bias into every row of the sums for the kernel to read back another 30-60.
+// Products computed transposed (Note [products computed transposed], sbgemm.cpp) add C
 // as they transpose it and keep the copy; so do float64 outputs. Float32 products through
 // sgemm_avx512 add the bias as each tile is written (the same bits as the copy, without its pass).
 void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out, DType products) {

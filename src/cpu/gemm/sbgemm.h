@@ -63,14 +63,17 @@ struct RoundedOutput {
   void columns(int64_t i0, int64_t i1, const float* c, int64_t ldc, int64_t j0, int64_t j1) const;
 };
 
-// C = alpha * bf16(A) B + beta * C, C m x n float32 row-major (leading dimension ldc), A m x k with
-// element (i, p) at a[i * a_rs + p * a_cs], rounded to bf16 as it is read. beta = 0 sets C (its old
-// contents are never read). Threads over the shared OpenMP pool when large enough, serial inside
-// a parallel region. With `rounded`, C is also rounded to bf16 there (C is then scratch space).
+// C = alpha * bf16(A) B + beta * C (+ bias), C m x n float32 row-major (leading dimension ldc), A m x
+// k with element (i, p) at a[i * a_rs + p * a_cs], rounded to bf16 as it is read. beta = 0 sets C
+// (its old contents are never read). Threads over the shared OpenMP pool when large enough, serial
+// inside a parallel region. With `rounded`, C is also rounded to bf16 there (C is then scratch
+// space, which a product of depth 2048 or less neither reads nor writes when beta = 0). `bias` (n
+// floats) is added to every row; with beta = 0 that gives the bits of beta = 1 over a C holding the
+// bias in every row, without that pass over C.
 void sbgemm(int64_t m, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b, float beta,
-            float* c, int64_t ldc, const RoundedOutput& rounded = {});
+            float* c, int64_t ldc, const RoundedOutput& rounded = {}, const float* bias = nullptr);
 void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_cs, const PackedBf16Matrix& b,
-            float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
+            float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {}, const float* bias = nullptr);
 
 // The same product with B not yet packed (k x n, element (p, j) at b[p * b_rs + j * b_cs], float32
 // or bf16): packed once and multiplied as above, except where the product is shared by rows of C
@@ -79,7 +82,8 @@ void sbgemm(int64_t m, float alpha, const BFloat16* a, int64_t a_rs, int64_t a_c
 // rows], sbgemm.cpp).
 template <class TA, class TB>
 void sbgemm_unpacked(int64_t m, int64_t k, int64_t n, float alpha, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b,
-                     int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {});
+                     int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const RoundedOutput& rounded = {},
+                     const float* bias = nullptr);
 
 // Note [products computed transposed] (sbgemm.cpp): whether C (n x m) = A (n x k) B (k x m) is
 // cheaper as C^T = B^T A^T, given B's strides (element (p, j) at b[p * b_rs + j * b_cs]).
