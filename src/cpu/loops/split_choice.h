@@ -5,9 +5,21 @@
 // machine has two states"). Where both ways give the same bits, a kind of call may simply measure
 // them: SplitChoice tries the two ways in turn first, leaving each way's first call out (it pays
 // for cold caches and first allocations, which a long run does not see again), keeps a running
-// average of each way's time, then takes the faster, and tries the other once every kProbeEvery
-// calls to notice a change. Used by the
-// batch-1 LSTM recurrence (kernels/lstm_split.h) and by sgemm_avx512's mid-sized products.
+// average of each way's time, then takes the faster, and tries the other now and then to notice a
+// change: after kProbeEvery calls, and after twice as many each time a try comes out more than
+// kFarSlower times the way kept, up to kMaxProbeEvery; a try that comes out faster than the way
+// kept is repeated at the next call, so that the average follows it within a few calls. The tries
+// are not free: on the 2-vCPU Zen 5 machine with its vCPUs on two L3s, a split `lstm_small`:1
+// forward took 5-6 us a step against 2.3 on one thread, so a try every 64 calls cost a one-thread
+// step about 1.5%, and every try woke the other vCPU, which then spun waiting for more work. With
+// the back-off, runs that stayed on two L3s took 0.285 and 0.275 ms a step on 2 threads against
+// 0.299-0.298 before and 0.292-0.277 on one thread (each triple in one minute); on one L3, eight
+// triples, 0.227-0.251 (median 0.235) against 0.235-0.250 (0.242), the tries of one thread there
+// losing by far too. The way kept
+// is timed at every call, so when it becomes the slower one the choice changes at once; a way not
+// kept that becomes the faster is found within kMaxProbeEvery calls (a tenth of a second of LSTM
+// steps). Used by the batch-1 LSTM recurrence (kernels/lstm_split.h) and by sgemm_avx512's
+// mid-sized products.
 #pragma once
 
 namespace tapegrad::cpu {
@@ -23,13 +35,18 @@ class SplitChoice {
 
   static constexpr int kWarmCalls = 3;  // timed calls each way, after its first, before the averages decide
   static constexpr int kTrialCalls = 2 * (kWarmCalls + 1);  // the calls that alternate the two ways
-  static constexpr int kProbeEvery = 64;                    // calls between tries of the way not taken
+  static constexpr int kProbeEvery = 64;                    // calls between tries of the way not taken, at first
+  static constexpr int kMaxProbeEvery = 512;                // and at most, after tries that lost by far
+  static constexpr double kFarSlower = 1.25;                // a try slower than this times the way kept loses by far
   static constexpr double kWeight = 0.25;                   // of a new time in the running average
 
  private:
   double average_[2] = {0.0, 0.0};  // [0] one thread, [1] the split
   int samples_[2] = {0, 0};         // calls made each way, the first (not averaged) included
-  long long calls_ = 0;
+  long long calls_ = 0;             // calls after the trial ones
+  long long next_probe_ = kProbeEvery;
+  int probe_every_ = kProbeEvery;
+  bool probing_ = false;  // the call chosen last is a try of the way not kept
 };
 
 }  // namespace tapegrad::cpu
