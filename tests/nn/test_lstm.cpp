@@ -277,6 +277,35 @@ TEST(LstmLayerOp, BatchOneBitComparisonSeesOneUlp) {
   EXPECT_FALSE(run(false) == run(true));
 }
 
+// The batch-1 forward lays its weight panels out straight from contiguous weights (Note [panels laid
+// out in place], lstm_weight_layout.cpp) and through the copy kernel from any others: weights held
+// transposed in memory (views of [I, 4H] and [H, 4H] storage) give the contiguous weights' bits, on
+// one thread and split. The control: weights one ulp apart give other bits.
+TEST(LstmLayerOp, BatchOneWeightsOfAnyLayoutGiveTheSameBits) {
+  if (!cpu::lstm_batch1_path_applies(1, kFloat32, false)) GTEST_SKIP() << "no AVX-512: the batch-1 path is off";
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    testing::ThreadCount thread_count(threads);
+    cpu::lstm_split_forget_timings();
+    auto run = [](bool transposed, bool nudge) {
+      LstmInputs in = make_inputs(48, 1, 9, 72, kFloat32, false, 43);
+      if (nudge) {
+        float* w = in.w_hh.data<float>();
+        w[7] = std::nextafter(w[7], 1.0f);
+      }
+      if (transposed) {
+        in.w_ih = in.w_ih.detach().t().contiguous().t().requires_grad_();
+        in.w_hh = in.w_hh.detach().t().contiguous().t().requires_grad_();
+        EXPECT_FALSE(in.w_ih.is_contiguous() || in.w_hh.is_contiguous());
+      }
+      LstmLayerOutput out = lstm_layer(in.x, in.h0, in.c0, in.w_ih, in.w_hh, in.b_ih, in.b_hh, in.lengths, false);
+      return all_values({out.output, out.h_n, out.c_n});
+    };
+    EXPECT_TRUE(run(true, false) == run(false, false));
+    EXPECT_FALSE(run(true, true) == run(false, false));
+  }
+}
+
 // A classifier reads only h_n: the output sequence's gradient is then the engine's broadcast
 // zero, which the CPU recurrence skips rather than adds.
 TEST_P(LstmLayer, OnlyTheFinalStateUsed) {
