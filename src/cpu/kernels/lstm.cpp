@@ -367,11 +367,9 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
           std::copy_n(hp + (b0 + r) * hidden, hidden, xht + r * depth + input);
         }
         T* zs = zt + b0 * width;
-        if (bf16) {
-          if constexpr (std::is_same_v<T, float>) {
-            for (int64_t r = 0; r < rows && b != nullptr; ++r) std::copy_n(b, width, zs + r * width);
-            sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, b != nullptr ? 1.0f : 0.0f, zs, width);
-          }
+        if (bf16) {  // the bias added as the product's tiles are written, here too
+          if constexpr (std::is_same_v<T, float>)
+            sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, 0.0f, zs, width, {}, b);
         } else if (b != nullptr) {  // the bias added as the product's tiles are written: no pass of its own
           gemm_rows_bias(rows, width, depth, xht, depth, w, width, b, zs, width);
         } else {
