@@ -8,18 +8,21 @@
 // average of each way's time, then takes the faster, and tries the other now and then to notice a
 // change: after kProbeEvery calls, and after twice as many each time a try comes out more than
 // kFarSlower times the way kept, up to kMaxProbeEvery; a try that comes out faster than the way
-// kept is repeated at the next call, so that the average follows it within a few calls. The tries
-// are not free: on the 2-vCPU Zen 5 machine with its vCPUs on two L3s, a split `lstm_small`:1
-// forward took 5-6 us a step against 2.3 on one thread, so a try every 64 calls cost a one-thread
-// step about 1.5%, and every try woke the other vCPU, which then spun waiting for more work. With
-// the back-off, runs that stayed on two L3s took 0.285 and 0.275 ms a step on 2 threads against
-// 0.299-0.298 before and 0.292-0.277 on one thread (each triple in one minute); on one L3, eight
-// triples, 0.227-0.251 (median 0.235) against 0.235-0.250 (0.242), the tries of one thread there
-// losing by far too. The way kept
-// is timed at every call, so when it becomes the slower one the choice changes at once; a way not
-// kept that becomes the faster is found within kMaxProbeEvery calls (a tenth of a second of LSTM
-// steps). Used by the batch-1 LSTM recurrence (kernels/lstm_split.h) and by sgemm_avx512's
-// mid-sized products.
+// kept is repeated at the next call, so that the average follows it within a few calls. The way
+// kept is timed at every call, so when it becomes the slower one the choice changes at once; a way
+// not kept that becomes the faster is found within kMaxProbeEvery calls (a tenth of a second of
+// LSTM steps).
+//
+// The tries are not free. On the 2-vCPU Zen 5 machine with its vCPUs on two L3s, a split
+// `lstm_small`:1 forward took 5-6 us a step against 2.3 on one thread, so a try every 64 calls cost
+// a one-thread step about 1.5%, and every try woke the other vCPU, which then spun waiting for more
+// work. With the back-off, two runs that stayed on two L3s took 0.285 and 0.275 ms a step on 2
+// threads, against 0.299 and 0.298 before and 0.292 and 0.277 on one thread (each triple within a
+// minute); on one L3, eight triples, 0.227-0.251 (median 0.235) against 0.235-0.250 (0.242), the
+// tries of one thread losing by far there too.
+//
+// Used by the batch-1 LSTM recurrence (kernels/lstm_split.h) and by sgemm_avx512's mid-sized
+// products.
 #pragma once
 
 namespace tapegrad::cpu {
