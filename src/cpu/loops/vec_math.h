@@ -9,6 +9,10 @@
 // float; subnormal results round once, so they are within one subnormal step; overflow gives inf,
 // underflow 0, and NaN, +-inf and -0 behave as in libm. Double precision goes to libm unchanged:
 // the gradchecks run in f64 and keep its full accuracy.
+//
+// The selects below are meant to compile to blends: the CPU backend is built without trapping math
+// (Note [CPU loops without trapping math] in CMakeLists.txt), else GCC masks each formula to the
+// lanes that select it and repeats the divisions.
 #pragma once
 
 #include <cmath>
