@@ -28,16 +28,30 @@ struct LibmActivations {
   }
 };
 
-// Activates the four gates in place and returns the new cell and hidden values.
+// The forward in two halves, for a backend that runs each as its own pass over a row (Note [the
+// cell in two passes] in src/cpu/kernels/lstm.cpp): activates the four gates in place and returns
+// the new cell value ...
 template <class T, class Act = LibmActivations>
-TG_HD void lstm_cell_forward(T& zi, T& zf, T& zg, T& zo, T c_prev, T* c_new, T* h_new) {
+TG_HD T lstm_cell_gates(T& zi, T& zf, T& zg, T& zo, T c_prev) {
   zi = Act::sigmoid_of(zi);
   zf = Act::sigmoid_of(zf);
   zg = Act::tanh_of(zg);
   zo = Act::sigmoid_of(zo);
-  T c = zf * c_prev + zi * zg;
+  return zf * c_prev + zi * zg;
+}
+
+// ... and from it and the activated output gate, the new hidden value.
+template <class T, class Act = LibmActivations>
+TG_HD T lstm_cell_hidden(T o, T c_new) {
+  return o * Act::tanh_of(c_new);
+}
+
+// Activates the four gates in place and returns the new cell and hidden values.
+template <class T, class Act = LibmActivations>
+TG_HD void lstm_cell_forward(T& zi, T& zf, T& zg, T& zo, T c_prev, T* c_new, T* h_new) {
+  const T c = lstm_cell_gates<T, Act>(zi, zf, zg, zo, c_prev);
   *c_new = c;
-  *h_new = zo * Act::tanh_of(c);
+  *h_new = lstm_cell_hidden<T, Act>(zo, c);
 }
 
 // Given activated gates, c_prev, c_new, and the gradients dh (of h_new) and dc (of c_new, from the
