@@ -3,7 +3,8 @@
 // backward's state, gate and bias gradients bit for bit, and weight gradients equal to the products
 // over all steps (computed here in double), whether a slice's steps are gathered into groups (10
 // rows a step: groups of 13 steps and a last, shorter one) or each step is a product of its own;
-// with the gate gradients not kept it gives the same weights; below 8 rows, at batch 1 and where the
+// with the gate gradients not kept (each step's then written straight into its group) it gives the
+// same weights, state and bias gradients; below 8 rows, at batch 1 and where the
 // partial sum would not fit in half an L2 it declines and writes nothing.
 #include <gtest/gtest.h>
 
@@ -143,6 +144,9 @@ TEST(LstmWeightGradsByStep, TakesTheCallAndMatchesTheProductsOverAllSteps) {
           EXPECT_TRUE(same_bits(unkept.dw_ih, got.dw_ih));
           EXPECT_TRUE(same_bits(unkept.dw_hh, got.dw_hh));
           EXPECT_TRUE(same_bits(unkept.dh, want.dh));
+          EXPECT_TRUE(same_bits(unkept.dc, want.dc));
+          EXPECT_TRUE(same_bits(unkept.db_ih, want.db_ih));
+          EXPECT_TRUE(same_bits(unkept.db_hh, want.db_hh));
         }
       }
     }

@@ -118,12 +118,13 @@ void forward_rows(T* z, const T* hp, const T* cp, T* hn, T* cn, const int64_t* l
   }
 }
 
-// Rows [b0, b1) of one step backward: a the step's activations, dz its gate gradients (written).
+// Rows [b0, b1) of one step backward: a the step's activations, dz_b0 the gate gradients of row b0,
+// the slice's rows following it (written).
 template <class T>
-void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz, const int64_t* len, int64_t t,
+void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz_b0, const int64_t* len, int64_t t,
                    int64_t hidden, int64_t b0, int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
-    T* dzr = dz + b * 4 * hidden;
+    T* dzr = dz_b0 + (b - b0) * 4 * hidden;
     const int64_t r = b * hidden;
     if (!row_active(len, b, t)) {  // state passed through: so do its gradients
       for (int64_t j = 0; j < 4 * hidden; ++j) dzr[j] = T(0);
@@ -403,10 +404,11 @@ namespace {
 // nothing else reads it); the partials are added in slice order at the end. A step of a short
 // slice would make a thin product whose output is read and written every step (at 32 rows per
 // thread, lstm_small:64, whole steps were 7% slower), so a thread gathers the rows of consecutive
-// steps until it has kMinStepWeightRows of them; a partial that outgrows L2 (lstm_large's 6 MB made
-// steps 15% slower) is not offered. Sums run in another order than the products over all rows, so
-// the bits differ from theirs (within float rounding), and like the bias gradients they depend on
-// the number of slices.
+// steps until it has kMinStepWeightRows of them (when dgates is not kept, each step's are written
+// straight into the group: lstm_small:64 copied 64 KiB per thread and step); a partial that
+// outgrows L2 (lstm_large's 6 MB made steps 15% slower) is not offered. Sums run in another order
+// than the products over all rows, so the bits differ from theirs (within float rounding), and like
+// the bias gradients they depend on the number of slices.
 constexpr int64_t kMinStepWeightRows = 128;
 constexpr int64_t kMaxStepWeightFloats = int64_t{1} << 17;  // a partial of 512 KiB: half of a Zen 5 L2
 constexpr int64_t kMinStepWeightSliceRows = 8;
@@ -493,8 +495,8 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
     std::vector<float> partial_dw(weights != nullptr ? static_cast<size_t>(team * width * depth) : 0);
     over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int part) {
       double* db = partial_db.empty() ? nullptr : partial_db.data() + part * width;
-      thread_local std::vector<T> dz_rows;  // a step's dgates when not kept
-      if (dz == nullptr) dz_rows.resize(static_cast<size_t>(batch * width));
+      thread_local std::vector<T> dz_rows;  // the slice's dgates of a step when not kept
+      if (dz == nullptr) dz_rows.resize(static_cast<size_t>((b1 - b0) * width));
       // Note [weight gradients step by step]: the slice's rows of the steps not yet in the partial,
       // their dgates and [x_t, h_prev] side by side, until there are enough for a product.
       thread_local std::vector<float> dz_group, xh_group;
@@ -525,23 +527,30 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
             for (int64_t j = 0; j < hidden; ++j) dhp[b * hidden + j] += gt[b * gs1 + j * gs2];
         }
         const T* cp = s == 0 ? c_init : c + t_prev * state;
-        T* dzt = dz != nullptr ? dz + t * batch * width : dz_rows.data();
-        backward_rows(a + t * batch * width, cp, c + t * state, dhp, dcp, dzt, len, t, hidden, b0, b1);
+        // This step's dgates of the slice's rows: kept in dgates, or else written straight into the
+        // group of the weight gradients' next product (no copy), or into a buffer of the step's own.
+        T* dzs = dz_rows.data();
+        if (dz != nullptr) {
+          dzs = dz + (t * batch + b0) * width;
+        } else if constexpr (std::is_same_v<T, float>) {
+          if (weights != nullptr && !dz_in_place) dzs = dz_group.data() + grouped * width;
+        }
+        backward_rows(a + t * batch * width, cp, c + t * state, dhp, dcp, dzs, len, t, hidden, b0, b1);
         if (db != nullptr)
-          for (int64_t b = b0; b < b1; ++b) add_row(db, dzt + b * width, width);
+          for (int64_t r = 0; r < rows; ++r) add_row(db, dzs + r * width, width);
         // dh_prev += dgates W_hh, this slice's rows only
         if constexpr (std::is_same_v<T, float>) {
           if (bf16) {
-            sbgemm(b1 - b0, 1.0f, dzt + b0 * width, width, 1, *w_hh_bf16, 1.0f, dhp + b0 * hidden, hidden);
+            sbgemm(rows, 1.0f, dzs, width, 1, *w_hh_bf16, 1.0f, dhp + b0 * hidden, hidden);
             continue;
           }
         }
-        gemm_rows(b1 - b0, hidden, width, dzt + b0 * width, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
+        gemm_rows(rows, hidden, width, dzs, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
         if constexpr (std::is_same_v<T, float>) {
           if (weights != nullptr) {  // partial += dgates^T [x_t, h_prev(t)] over the group's rows
             const int64_t input = weights->input;
             const float* h_prev = s == 0 ? weights->h_init : weights->h_all + t_prev * state;
-            if (!dz_in_place) std::copy_n(dzt + b0 * width, rows * width, dz_group.data() + grouped * width);
+            if (!dz_in_place && dz != nullptr) std::copy_n(dzs, rows * width, dz_group.data() + grouped * width);
             for (int64_t r = 0; r < rows; ++r) {
               float* xh = xh_group.data() + (grouped + r) * depth;
               std::copy_n(weights->x + (t * batch + b0 + r) * input, input, xh);
@@ -549,9 +558,8 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
             }
             grouped += rows;
             if (grouped >= group_steps * rows || s == 0) {
-              sgemm_avx512(width, depth, grouped, 1.0f, dz_in_place ? dzt + b0 * width : dz_group.data(), 1, width,
-                           xh_group.data(), depth, 1, partial_started ? 1.0f : 0.0f,
-                           partial_dw.data() + part * width * depth, depth);
+              sgemm_avx512(width, depth, grouped, 1.0f, dz_in_place ? dzs : dz_group.data(), 1, width, xh_group.data(),
+                           depth, 1, partial_started ? 1.0f : 0.0f, partial_dw.data() + part * width * depth, depth);
               partial_started = true;
               grouped = 0;
             }
