@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cpu/gemm/sgemm_avx512.h"
@@ -69,7 +70,7 @@ class Sgemm : public ::testing::Test {
 TEST_F(Sgemm, MatchesReferenceAcrossTileAndBlockEdges) {
   // 12 x 32 tiles, depth blocks of 256, row blocks of 144; a transposed B packs in 16 x 16 blocks,
   // a transposed A in 12-row tiles, or (m >= 2n, 256 <= k <= 4096, m n <= 1024 x 256) the product
-  // is computed as C^T.
+  // is computed as C^T, as it is for a transposed B against 32 or 64 rows of A (n >= 2m, k >= 512).
   const int64_t sizes_mn[] = {1, 2, 11, 12, 13, 16, 17, 31, 32, 33, 47, 64, 145};
   const int64_t depths[] = {1, 7, 16, 17, 256, 257, 600};
   for (int threads : {1, 2}) {
@@ -160,6 +161,48 @@ TEST_F(Sgemm, BiasEpilogueGivesTheBitsOfACopiedBias) {
   const float a = 1, b = 1, bias[3] = {1.5f, -2.0f, 0.25f};
   tapegrad::cpu::sgemm_avx512(2, 3, 0, 1.0f, &a, 1, 1, &b, 1, 1, 0.0f, c.data(), 3, bias);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], bias[i % 3]);
+}
+
+// Note [linear's forward as a transposed product]: X W^T with 32 or 64 rows of X against at least
+// twice as many columns is computed as C^T = W X^T. Every element keeps its chain, so its bits equal
+// those of the same product with W^T stored row-major (never mirrored): alpha, beta, the bias, C's
+// padding untouched, one and two threads, shapes on and beside the path's edges (k 512, m 48).
+TEST_F(Sgemm, LinearForwardAsTransposedProductGivesTheDirectBits) {
+  const Case shapes[] = {{64, 512, 1000, false, true, 1.0f, 0.0f},  // mlp_seed's first layer, 4 depth blocks
+                         {32, 130, 512, false, true, 1.0f, 0.0f},   // C^T rows off the tile edges
+                         {64, 200, 600, false, true, 1.0f, 0.0f},
+                         {48, 512, 600, false, true, 1.0f, 0.0f}};  // beside the path: direct
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (Case t : shapes)
+      for (const auto& [alpha, beta, with_bias] :
+           {std::tuple{1.0f, 0.0f, false}, std::tuple{-0.5f, 0.25f, false}, std::tuple{1.0f, 0.0f, true}}) {
+        t.alpha = alpha;
+        t.beta = beta;
+        tapegrad::testing::GemmOperands o(t);
+        // The path is taken (else this compares the direct product with itself), except beside its edge.
+        EXPECT_EQ(tapegrad::cpu::sgemm_avx512_via_c_transposed(t.m, t.n, t.k, o.a_row_stride(), o.a_col_stride(),
+                                                               o.b_row_stride(), o.b_col_stride()),
+                  t.m != 48);
+        EXPECT_FALSE(
+            tapegrad::cpu::sgemm_avx512_via_c_transposed(t.m, t.n, t.k, o.a_row_stride(), o.a_col_stride(), t.n, 1));
+        // The same B stored row-major: [k, n], lead n.
+        std::vector<float> b_rows(static_cast<size_t>(t.k * t.n));
+        for (int64_t p = 0; p < t.k; ++p)
+          for (int64_t j = 0; j < t.n; ++j) b_rows[p * t.n + j] = o.b_at(p, j);
+        const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
+        const float* bias_ptr = with_bias ? bias.data() : nullptr;
+        std::vector<float> mirrored = o.c_before, direct = o.c_before;
+        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                    o.b_row_stride(), o.b_col_stride(), t.beta, mirrored.data(), o.ldc, bias_ptr);
+        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(),
+                                    b_rows.data(), t.n, 1, t.beta, direct.data(), o.ldc, bias_ptr);
+        ASSERT_TRUE(mirrored == direct) << "m=" << t.m << " n=" << t.n << " k=" << t.k << " alpha=" << alpha
+                                        << " beta=" << beta << (with_bias ? " bias" : "") << ", " << threads
+                                        << " threads";
+        check_case(t);  // and both against the reference
+      }
+  }
 }
 
 // Note [tall tiles for the last rows]: a block's last 13-16 rows (A read in place) go through 16-column

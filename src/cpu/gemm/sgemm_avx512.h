@@ -16,6 +16,11 @@ bool openblas_uses_avx512();
 // kernel by size]).
 bool use_sgemm_avx512(int64_t m, int64_t n, int64_t k);
 
+// Whether sgemm_avx512 computes this product as C^T = B^T A^T (Note [weight gradients as transposed
+// products] and Note [linear's forward as a transposed product]): the same bits either way; for tests.
+bool sgemm_avx512_via_c_transposed(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs,
+                                   int64_t b_cs);
+
 // C = alpha * A B + beta * C, where A is m x k with element (i, p) at a[i * a_rs + p * a_cs], B is
 // k x n with element (p, j) at b[p * b_rs + j * b_cs], and C is m x n row-major with leading
 // dimension ldc. Any strides are accepted (rows or columns contiguous are the fast cases). beta = 0
