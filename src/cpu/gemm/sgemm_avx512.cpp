@@ -395,11 +395,12 @@ bool transposed_product_is_cheaper(int64_t m, int64_t n, int64_t k, int64_t a_rs
 // place as A and packs X^T (m x k) instead. Its team shares C^T by rows, so each thread reads only
 // its own rows of W, the ones the optimiser's step (which shares the parameters out in the same
 // halves) has just written from that core: shared by columns, each thread read all of W, and the
-// next Adam step, writing lines the other core now held, took 207 us where it took 55 (mlp_seed:64,
-// two vCPUs on different L3s). 2 Zen 5 threads, the passes over C^T included, direct -> C^T, us:
-// 32 x 1000 x 512 80 -> 66, 64 x 1000 x 512 145 -> 135, 64 x 784 x 512 113 -> 106, 64 x 1000 x 2048
-// 587 -> 522, 32 x 4096 x 1024 669 -> 538. Measured, not derived: m of 16 or 48 (C^T's columns,
-// 32 to a tile, then half empty) was 20-27% slower, 96 and 128 even, and a depth of 256 8% slower.
+// next Adam step, writing lines the other core now held, took 207 us where it took 55
+// (mlp_seed:64, tapegrad's profiler, the two builds a minute apart). 2 Zen 5 threads, the passes
+// over C^T included, direct -> C^T, us: 32 x 1000 x 512 80 -> 66, 64 x 1000 x 512 145 -> 135,
+// 64 x 784 x 512 113 -> 106, 64 x 1000 x 2048 587 -> 522, 32 x 4096 x 1024 669 -> 538. Measured, not
+// derived: m of 16 or 48 (C^T's columns, 32 to a tile, then half empty) was 20-27% slower, 96 and
+// 128 even, and a depth of 256 8% slower.
 constexpr int64_t kMaxRowsForMirroredProduct = 2 * kNr;
 
 bool mirrored_product_is_cheaper(int64_t m, int64_t n, int64_t k, int64_t a_cs, int64_t b_rs, int64_t b_cs) {
