@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -203,6 +204,40 @@ TEST_F(Sgemm, LinearForwardAsTransposedProductGivesTheDirectBits) {
         check_case(t);  // and both against the reference
       }
   }
+}
+
+// The C^T path keeps C^T in a buffer of the calling thread: two threads of the program multiplying
+// at once, each its own product of a different shape (so a shared buffer would mix them), must each
+// get the bits of the same product run alone, also when called again and again.
+TEST_F(Sgemm, TransposedProductsFromTwoCallersAtOnceGiveTheirOwnBits) {
+  ThreadCount guard(1);  // each caller's product on its own thread: the two run side by side
+  const Case shapes[2] = {{64, 512, 1000, false, true, 1.0f, 0.0f}, {32, 300, 600, false, true, 1.0f, 0.0f}};
+  ASSERT_TRUE(tapegrad::cpu::sgemm_avx512_via_c_transposed(64, 512, 1000, 1000 + 3, 1, 1, 1000 + 3));
+  ASSERT_TRUE(tapegrad::cpu::sgemm_avx512_via_c_transposed(32, 300, 600, 600 + 3, 1, 1, 600 + 3));
+  std::vector<tapegrad::testing::GemmOperands> operands;
+  std::vector<std::vector<float>> alone;
+  for (const Case& t : shapes) {
+    operands.emplace_back(t);
+    const auto& o = operands.back();
+    alone.push_back(o.c_before);
+    tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                o.b_row_stride(), o.b_col_stride(), t.beta, alone.back().data(), o.ldc);
+  }
+  std::vector<int> mismatches(2, 0);
+  std::vector<std::thread> callers;
+  for (int w = 0; w < 2; ++w)
+    callers.emplace_back([&, w] {
+      const Case& t = shapes[w];
+      const auto& o = operands[w];
+      for (int call = 0; call < 50; ++call) {
+        std::vector<float> c = o.c_before;
+        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                    o.b_row_stride(), o.b_col_stride(), t.beta, c.data(), o.ldc);
+        if (c != alone[w]) ++mismatches[w];
+      }
+    });
+  for (std::thread& caller : callers) caller.join();
+  EXPECT_EQ(mismatches, (std::vector<int>{0, 0}));
 }
 
 // Note [tall tiles for the last rows]: a block's last 13-16 rows (A read in place) go through 16-column

@@ -39,6 +39,7 @@ bool row_active(const int64_t* lengths, int64_t b, int64_t t) {
 // bits do not change. One Zen 5 core, bench_kernels: an lstm_small forward at batch 64 2774-2824 ->
 // 2604-2677 us. The backward, whose chain after tanh(c) is a few multiplies, gained nothing from
 // the same split (tanh(c) first through a buffer) and keeps one loop.
+
 // One active row of the cell. Gates are [4H] (i, f, g, o), the rest [H]. The restrict-qualified
 // parameters say the streams do not overlap, so the loop vectorises without overlap checks; the
 // float versions are separate functions taking them as parameters (restrict survives that, not
