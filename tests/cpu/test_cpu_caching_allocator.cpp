@@ -2,6 +2,9 @@
 // switching caching off, concurrent use, and a training loop that allocates nothing new from the
 // system once its first steps have run.
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "cpu/runtime/caching_allocator.h"
@@ -12,6 +15,30 @@ namespace {
 
 using cpu::cpu_allocation_size;
 using cpu::cpu_memory_stats;
+
+// The VmFlags line of the mapping in /proc/self/smaps that holds `address` ("" if none does): its
+// "hg" says the range was marked MADV_HUGEPAGE, whether or not the kernel then granted huge pages.
+std::string mapping_flags(const void* address) {
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long start = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> start >> dash >> end && dash == '-') {
+      inside = start <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line + " ";
+    }
+  }
+  return "";
+}
+
+bool marked_for_huge_pages(const void* address) {
+  return mapping_flags(address).find(" hg ") != std::string::npos;
+}
 
 // Turns caching on (it is off by default under AddressSanitizer) with a known limit, and puts the
 // process-wide settings back afterwards.
@@ -83,6 +110,35 @@ TEST_F(CachingAllocator, EveryBlockIsAligned) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(kept.back().data_ptr()) % 64, 0u) << n;
   }
   EXPECT_EQ(empty({0}).data_ptr(), nullptr);
+}
+
+// Note [huge pages for large blocks].
+TEST_F(CachingAllocator, BlocksOfTwoMiBAndMoreAreAlignedAndMarkedForHugePages) {
+  cpu::set_cpu_huge_pages(true);
+  Tensor big = bytes(5 << 20), exact = bytes(2 << 20), small = bytes(1 << 20);
+  for (const Tensor* t : {&big, &exact}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data_ptr()) % (2 << 20), 0u) << t->numel();
+    ASSERT_FALSE(mapping_flags(t->data_ptr()).empty()) << "no mapping in /proc/self/smaps holds the block";
+    EXPECT_TRUE(marked_for_huge_pages(t->data_ptr())) << mapping_flags(t->data_ptr());
+    EXPECT_TRUE(marked_for_huge_pages(static_cast<const char*>(t->data_ptr()) + (2 << 20) - 1));
+  }
+  // The tail past the last whole 2 MiB (1 MiB of the 5) is left unmarked.
+  EXPECT_FALSE(marked_for_huge_pages(static_cast<const char*>(big.data_ptr()) + (4 << 20)));
+  // The negative control: a block under 2 MiB is not marked, so the reader above can say no.
+  ASSERT_FALSE(mapping_flags(small.data_ptr()).empty());
+  EXPECT_FALSE(marked_for_huge_pages(small.data_ptr())) << mapping_flags(small.data_ptr());
+  static_cast<bool*>(big.data_ptr())[(5 << 20) - 1] = true;  // the whole block is usable
+}
+
+TEST_F(CachingAllocator, HugePagesOffLeavesLargeBlocksUnmarked) {
+  cpu::set_cpu_huge_pages(false);
+  cpu::cpu_empty_cache();  // a cached block would keep the marking it was made with
+  Tensor big = bytes(6 << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % 64, 0u);
+  EXPECT_FALSE(marked_for_huge_pages(big.data_ptr())) << mapping_flags(big.data_ptr());
+  cpu::set_cpu_huge_pages(true);
+  Tensor marked = bytes(6 << 20);  // a block of another size class would do too: this one is not cached
+  EXPECT_TRUE(marked_for_huge_pages(marked.data_ptr())) << mapping_flags(marked.data_ptr());
 }
 
 TEST_F(CachingAllocator, BlocksOverTheLimitGoBackToTheSystem) {

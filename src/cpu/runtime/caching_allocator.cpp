@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "backend/allocator_stats.h"
 #include "cpu/register.h"
@@ -58,7 +61,7 @@ size_t class_bytes(int cls) {
   return (size_t{1} << e) + j * (size_t{1} << (e - 2));
 }
 
-[[maybe_unused]] bool env_flag_off(const char* name) {  // unused under AddressSanitizer
+bool env_flag_off(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr) return false;
   std::string v(value);
@@ -85,9 +88,36 @@ size_t cache_limit_from_env() {
   return static_cast<size_t>(std::min<unsigned long long>(mb, kLargestRequest >> 20)) << 20;
 }
 
+// Note [huge pages for large blocks]: a weight matrix of 2 MiB read with rows 4 KiB apart (an LSTM
+// step's W reads its rows in place, Note [why our own sgemm]) touches a new 4 KiB page on every row,
+// so a step's product misses the L1 TLB hundreds of times and walks page tables, and Adam's pass over
+// 14 MB of state crosses 3,500 pages a step. Blocks of 2 MiB and more are therefore aligned to 2 MiB
+// and marked MADV_HUGEPAGE, so that the kernel may back them with transparent huge pages (Debian's
+// default mode, "madvise", grants them only to marked memory). The tail past the last whole 2 MiB is
+// left to small pages: rounding blocks up would waste up to half of a 2.5 MiB one. Granting is the
+// kernel's choice and costs compaction at the first touch at worst, once, since the cache keeps the
+// block. Measured on 2 Zen 5 cores, tapegrad_compare alternated with the allocator before: lstm_large:64
+// 134.8-134.9 -> 128.3-129.5 ms a step, lstm_small:256 15.26-15.27 -> 14.81-14.93, char_lstm:32
+// 59.0-59.3 -> 57.8-58.5; products whose weights fit in L2 do not change. TAPEGRAD_CPU_HUGE_PAGES=0
+// (or set_cpu_huge_pages(false)) keeps every block on 64-byte alignment and unmarked.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void* aligned_block(size_t size, bool huge_pages) {
+  if (!huge_pages || size < kHugePage) return std::aligned_alloc(kAlignment, size);
+  // posix_memalign: aligned_alloc asks for a size that is a multiple of the alignment.
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, kHugePage, size) != 0) return nullptr;
+  // Advice the kernel refuses (no THP in this kernel) leaves the block as it was: still usable.
+  if (ptr != nullptr) (void)madvise(ptr, size / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return ptr;
+}
+
 class CachingCpuAllocator : public backend::CountingAllocator {
  public:
-  CachingCpuAllocator() : enabled_(caching_enabled_by_default()), limit_(cache_limit_from_env()) {}
+  CachingCpuAllocator()
+      : enabled_(caching_enabled_by_default()),
+        limit_(cache_limit_from_env()),
+        huge_pages_(!env_flag_off("TAPEGRAD_CPU_HUGE_PAGES")) {}
 
   int64_t allocated_bytes(Device) override { return static_cast<int64_t>(stats().allocated_bytes); }
 
@@ -172,6 +202,9 @@ class CachingCpuAllocator : public backend::CountingAllocator {
     if (!enabled) trim_to(0);
   }
 
+  // Blocks the cache holds keep the alignment they were made with: a setting for new blocks only.
+  void set_huge_pages(bool on) { huge_pages_.store(on, std::memory_order_relaxed); }
+
   void set_limit(size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -186,12 +219,13 @@ class CachingCpuAllocator : public backend::CountingAllocator {
 
   void* system_allocate(size_t size, size_t requested) {
     int64_t attempts = 1;
-    void* ptr = std::aligned_alloc(kAlignment, size);
+    const bool huge_pages = huge_pages_.load(std::memory_order_relaxed);
+    void* ptr = aligned_block(size, huge_pages);
     if (ptr == nullptr) {
       // What the cache holds may be just what the system lacks: give it back and try once more.
       empty_cache();
       ++attempts;
-      ptr = std::aligned_alloc(kAlignment, size);
+      ptr = aligned_block(size, huge_pages);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.num_system_allocs += attempts;
@@ -225,6 +259,7 @@ class CachingCpuAllocator : public backend::CountingAllocator {
   std::mutex mutex_;
   bool enabled_;
   size_t limit_;
+  std::atomic<bool> huge_pages_;
   CpuMemoryStats stats_;
   std::array<std::vector<void*>, kNumClasses> free_;
 };
@@ -260,6 +295,9 @@ void cpu_empty_cache() {
 }
 void set_cpu_caching_enabled(bool enabled) {
   instance().set_enabled(enabled);
+}
+void set_cpu_huge_pages(bool enabled) {
+  instance().set_huge_pages(enabled);
 }
 void set_cpu_cache_limit(size_t bytes) {
   instance().set_limit(bytes);
