@@ -1,6 +1,8 @@
 // The CPU caching allocator (see caching_allocator.h): size-classed free lists under one mutex,
-// bounded by a byte limit, over 64-byte aligned blocks from the C library.
+// bounded by a byte limit, over 64-byte aligned blocks from the C library (2 MiB aligned from 2 MiB up).
 #include "cpu/runtime/caching_allocator.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
@@ -11,8 +13,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <sys/mman.h>
 
 #include "backend/allocator_stats.h"
 #include "cpu/register.h"
