@@ -4,12 +4,15 @@
 // over all steps (computed here in double), whether a slice's steps are gathered into groups (10
 // rows a step: groups of 13 steps and a last, shorter one) or each step is a product of its own;
 // with the gate gradients not kept (each step's then written straight into its group) it gives the
-// same weights, state and bias gradients; below 8 rows, at batch 1 and where the
+// same weights, state and bias gradients; calls again, of other shapes in between or from two
+// threads at once, give the same bits (each thread's partial sums live in a buffer of its own:
+// Note [partial sums added by their threads]); below 8 rows, at batch 1 and where the
 // partial sum would not fit in half an L2 it declines and writes nothing.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/kernel_table.h"
@@ -163,6 +166,43 @@ TEST(LstmWeightGradsByStep, TheComparisonSeesAShiftedState) {
   const Grads got = by_step(shape, in, st, false, true);
   ASSERT_TRUE(got.done);
   EXPECT_GT(relative_error(got.dw_hh, product_over_steps(got.dgates, st.h_all)), 1e-2);
+}
+
+// The partial sums are kept per thread between calls (Note [partial sums added by their threads]):
+// a call after one of another shape, or beside one on another thread, must not see the other's.
+TEST(LstmWeightGradsByStep, CallsAgainAndAtOnceGiveTheSameBits) {
+  if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the slot always declines";
+  const Shape4 big{6, 96, 9, 20}, other{4, 64, 13, 16};
+  for (int threads : {2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    testing::ThreadCount thread_count(threads);
+    const Inputs in_big = make(big, true, 21), in_other = make(other, false, 22);
+    const States st_big = forward(in_big, false), st_other = forward(in_other, true);
+    const Grads first = by_step(big, in_big, st_big, false, true);
+    const Grads between = by_step(other, in_other, st_other, true, false);
+    const Grads again = by_step(big, in_big, st_big, false, true);
+    ASSERT_TRUE(first.done && between.done && again.done);
+    EXPECT_TRUE(same_bits(again.dw_ih, first.dw_ih));
+    EXPECT_TRUE(same_bits(again.dw_hh, first.dw_hh));
+    // The negative control: the two shapes' gradients do differ, so equal bits above mean something.
+    EXPECT_FALSE(same_bits(between.dw_hh.narrow(0, 0, 4).narrow(1, 0, 4), first.dw_hh.narrow(0, 0, 4).narrow(1, 0, 4)));
+    Grads at_once_big, at_once_other;
+    std::thread a([&] {
+      testing::ThreadCount inner(threads);
+      at_once_big = by_step(big, in_big, st_big, false, true);
+    });
+    std::thread b([&] {
+      testing::ThreadCount inner(threads);
+      at_once_other = by_step(other, in_other, st_other, true, false);
+    });
+    a.join();
+    b.join();
+    ASSERT_TRUE(at_once_big.done && at_once_other.done);
+    EXPECT_TRUE(same_bits(at_once_big.dw_ih, first.dw_ih));
+    EXPECT_TRUE(same_bits(at_once_big.dw_hh, first.dw_hh));
+    EXPECT_TRUE(same_bits(at_once_other.dw_ih, between.dw_ih));
+    EXPECT_TRUE(same_bits(at_once_other.dw_hh, between.dw_hh));
+  }
 }
 
 TEST(LstmWeightGradsByStep, ShortSlicesDeclineAndWriteNothing) {
