@@ -172,7 +172,10 @@ TEST(LstmWeightGradsByStep, TheComparisonSeesAShiftedState) {
 // a call after one of another shape, or beside one on another thread, must not see the other's.
 TEST(LstmWeightGradsByStep, CallsAgainAndAtOnceGiveTheSameBits) {
   if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the slot always declines";
-  const Shape4 big{6, 96, 9, 20}, other{4, 64, 13, 16};
+  // Big enough to run on a team (Note [batch-parallel recurrence]: 2^20 multiply-adds of steps), with
+  // slices of 21 rows and more at 3 threads.
+  const Shape4 big{6, 96, 9, 40}, other{6, 64, 13, 32};
+  for (const Shape4& s : {big, other}) ASSERT_GE(s.steps * s.batch * 4 * s.hidden * s.hidden, int64_t{1} << 20);
   for (int threads : {2, 3}) {
     SCOPED_TRACE(std::to_string(threads) + " threads");
     testing::ThreadCount thread_count(threads);

@@ -171,6 +171,7 @@ void over_batch_slices(int team, int64_t batch, const F& run) {
     run(int64_t{0}, batch, 0, 1);
     return;
   }
+  TG_ASSERT(team <= batch, "lstm: a team of ", team, " for ", batch, " rows would leave a slice empty");
 #pragma omp parallel num_threads(team)
   {
     const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();

@@ -8,8 +8,8 @@
 // calls, and after twice as many each time a try comes out more than kFarSlower times the way kept,
 // up to kMaxProbeEvery; a try that comes out faster than the way kept goes on at the next call, so
 // that the average follows it within a few calls. The way kept is timed at every call, so when it
-// becomes the slower one the choice changes at once; a way not kept that becomes the faster is found
-// within kMaxProbeEvery calls (a tenth of a second of LSTM steps).
+// becomes the slower one the choice changes within a few calls; a way not kept that becomes the
+// faster is found within kMaxProbeEvery calls (a tenth of a second of LSTM steps).
 //
 // What is timed must be the way, not the change of way. The first call after a change pays for it:
 // each thread's share of the weights sits in its own core's L2 while the split runs, and the whole

@@ -1,5 +1,6 @@
 // The CPU caching allocator (see caching_allocator.h): size-classed free lists under one mutex,
-// bounded by a byte limit, over 64-byte aligned blocks from the C library (2 MiB aligned from 2 MiB up).
+// bounded by a byte limit, over 64-byte aligned blocks from the C library (from 2 MiB up: mappings
+// of their own, 2 MiB aligned).
 #include "cpu/runtime/caching_allocator.h"
 
 #include <sys/mman.h>
@@ -8,10 +9,12 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/allocator_stats.h"
@@ -91,25 +94,59 @@ size_t cache_limit_from_env() {
 // Note [huge pages for large blocks]: a weight matrix of 2 MiB read with rows 4 KiB apart (an LSTM
 // step's W reads its rows in place, Note [why our own sgemm]) touches a new 4 KiB page on every row,
 // so a step's product misses the L1 TLB hundreds of times and walks page tables, and Adam's pass over
-// 14 MB of state crosses 3,500 pages a step. Blocks of 2 MiB and more are therefore aligned to 2 MiB
-// and marked MADV_HUGEPAGE, so that the kernel may back them with transparent huge pages (Debian's
-// default mode, "madvise", grants them only to marked memory). The tail past the last whole 2 MiB is
-// left to small pages: rounding blocks up would waste up to half of a 2.5 MiB one. Granting is the
-// kernel's choice and costs compaction at the first touch at worst, once, since the cache keeps the
-// block. Measured on 2 Zen 5 cores, tapegrad_compare alternated with the allocator before: lstm_large:64
-// 134.8-134.9 -> 128.3-129.5 ms a step, lstm_small:256 15.26-15.27 -> 14.81-14.93, char_lstm:32
-// 59.0-59.3 -> 57.8-58.5; products whose weights fit in L2 do not change. TAPEGRAD_CPU_HUGE_PAGES=0
-// (or set_cpu_huge_pages(false)) keeps every block on 64-byte alignment and unmarked.
+// 14 MB of state crosses 3,500 pages a step. Blocks of 2 MiB and more are therefore mappings of their
+// own, aligned to 2 MiB, whose whole 2 MiB pieces are marked MADV_HUGEPAGE, so that the kernel may
+// back them with transparent huge pages (Debian's default mode, "madvise", grants them only to
+// marked memory). The tail past the last whole 2 MiB is left to small pages: rounding blocks up
+// would waste up to half of a 2.5 MiB one. A mapping of its own, not the C library's heap, because
+// the marking stays with the address range: a heap block marked and freed would hand huge pages to
+// whatever the heap puts there next. Granting is the kernel's choice and may cost compaction at the
+// first touch; the cache keeps the block, so a training loop pays it once (without the cache, every
+// fresh block pays it). Measured on 2 Zen 5 cores, tapegrad_compare alternated with the allocator
+// before: lstm_large:64 134.8-134.9 -> 128.3-129.5 ms a step, lstm_small:256 15.26-15.27 ->
+// 14.81-14.93, char_lstm:32 59.0-59.3 -> 57.8-58.5; products whose weights fit in L2 do not change.
+// TAPEGRAD_CPU_HUGE_PAGES=0 (or set_cpu_huge_pages(false)) leaves new blocks unmarked. Under
+// AddressSanitizer every block comes from the C library, which the sanitizer watches.
 constexpr size_t kHugePage = size_t{2} << 20;
 
-void* aligned_block(size_t size, bool huge_pages) {
-  if (!huge_pages || size < kHugePage) return std::aligned_alloc(kAlignment, size);
-  // posix_memalign: aligned_alloc asks for a size that is a multiple of the alignment.
-  void* ptr = nullptr;
-  if (posix_memalign(&ptr, kHugePage, size) != 0) return nullptr;
-  // Advice the kernel refuses (no THP in this kernel) leaves the block as it was: still usable.
-  if (ptr != nullptr) (void)madvise(ptr, size / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return ptr;
+bool own_mapping(size_t size) {
+#if defined(TG_CPU_ASAN)
+  (void)size;
+  return false;
+#else
+  return size >= kHugePage;
+#endif
+}
+
+// A block of `size` bytes (a multiple of the page size when own_mapping(size)), 64-byte aligned, or
+// null when the system has no memory for it.
+void* system_block(size_t size, bool huge_pages) {
+  if (!own_mapping(size)) return std::aligned_alloc(kAlignment, size);
+  // Map 2 MiB more than asked and unmap what lies before the first 2 MiB boundary and past the block.
+  const size_t span = size + kHugePage;
+  void* mapped = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(mapped);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  if (aligned > start) munmap(mapped, aligned - start);
+  const uintptr_t end = aligned + size;
+  if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
+  void* block = reinterpret_cast<void*>(aligned);
+#if defined(MADV_HUGEPAGE)
+  // Advice the kernel refuses (a kernel without transparent huge pages) leaves the block usable.
+  if (huge_pages) (void)madvise(block, size / kHugePage * kHugePage, MADV_HUGEPAGE);
+#else
+  (void)huge_pages;
+#endif
+  return block;
+}
+
+void free_system_block(void* block, size_t size) {
+  if (own_mapping(size)) {
+    munmap(block, size);
+  } else {
+    std::free(block);
+  }
 }
 
 class CachingCpuAllocator : public backend::CountingAllocator {
@@ -164,7 +201,7 @@ class CachingCpuAllocator : public backend::CountingAllocator {
       }
       ++stats_.num_system_frees;
     }
-    std::free(ptr);
+    free_system_block(ptr, size);
   }
 
   // A block handed out while caching was off goes straight back.
@@ -175,7 +212,7 @@ class CachingCpuAllocator : public backend::CountingAllocator {
       stats_.allocated_bytes -= size;
       ++stats_.num_system_frees;
     }
-    std::free(ptr);
+    free_system_block(ptr, size);
   }
 
   CpuMemoryStats stats() {
@@ -220,12 +257,12 @@ class CachingCpuAllocator : public backend::CountingAllocator {
   void* system_allocate(size_t size, size_t requested) {
     int64_t attempts = 1;
     const bool huge_pages = huge_pages_.load(std::memory_order_relaxed);
-    void* ptr = aligned_block(size, huge_pages);
+    void* ptr = system_block(size, huge_pages);
     if (ptr == nullptr) {
       // What the cache holds may be just what the system lacks: give it back and try once more.
       empty_cache();
       ++attempts;
-      ptr = aligned_block(size, huge_pages);
+      ptr = system_block(size, huge_pages);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.num_system_allocs += attempts;
@@ -238,14 +275,14 @@ class CachingCpuAllocator : public backend::CountingAllocator {
 
   // Frees cached blocks, largest classes first, until at most `bytes` stay cached.
   void trim_to(size_t bytes) {
-    std::vector<void*> to_free;
+    std::vector<std::pair<void*, size_t>> to_free;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (int cls = kNumClasses - 1; cls >= 0 && stats_.cached_bytes > bytes; --cls) {
         std::vector<void*>& list = free_[static_cast<size_t>(cls)];
         const size_t size = class_bytes(cls);
         while (!list.empty() && stats_.cached_bytes > bytes) {
-          to_free.push_back(list.back());
+          to_free.emplace_back(list.back(), size);
           list.pop_back();
           stats_.cached_bytes -= size;
         }
@@ -253,7 +290,7 @@ class CachingCpuAllocator : public backend::CountingAllocator {
       }
       stats_.num_system_frees += static_cast<int64_t>(to_free.size());
     }
-    for (void* p : to_free) std::free(p);
+    for (const auto& [block, size] : to_free) free_system_block(block, size);
   }
 
   std::mutex mutex_;

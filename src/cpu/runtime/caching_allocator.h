@@ -14,9 +14,10 @@
 //                                      (the default under AddressSanitizer, which cannot see a
 //                                      use after free inside a cached block);
 //   TAPEGRAD_CPU_CACHE_LIMIT_MB=N      the cache limit (default kDefaultCacheLimitBytes);
-//   TAPEGRAD_CPU_HUGE_PAGES=0          blocks of 2 MiB and more stay on 64-byte alignment instead of
-//                                      2 MiB alignment with the kernel asked for transparent huge pages
-//                                      (Note [huge pages for large blocks] in caching_allocator.cpp).
+//   TAPEGRAD_CPU_HUGE_PAGES=0          blocks of 2 MiB and more (mappings of their own, 2 MiB
+//                                      aligned) are not offered to the kernel for transparent huge
+//                                      pages (Note [huge pages for large blocks] in
+//                                      caching_allocator.cpp; under AddressSanitizer no block is).
 #pragma once
 
 #include <cstddef>
@@ -51,8 +52,8 @@ void reset_peak_cpu_memory_stats();
 void cpu_empty_cache();
 // Caching off: empties the cache, and blocks freed from then on go back to the system.
 void set_cpu_caching_enabled(bool enabled);
-// Whether blocks of 2 MiB and more made from now on are 2 MiB aligned and marked MADV_HUGEPAGE (the
-// default, unless TAPEGRAD_CPU_HUGE_PAGES=0); cached blocks keep what they were made with.
+// Whether blocks of 2 MiB and more made from now on are marked MADV_HUGEPAGE (the default, unless
+// TAPEGRAD_CPU_HUGE_PAGES=0); cached blocks keep what they were made with.
 void set_cpu_huge_pages(bool enabled);
 // Trims the cache to `bytes` at once and keeps it there.
 void set_cpu_cache_limit(size_t bytes);
