@@ -102,11 +102,12 @@ size_t cache_limit_from_env() {
 // the marking stays with the address range: a heap block marked and freed would hand huge pages to
 // whatever the heap puts there next. Granting is the kernel's choice and may cost compaction at the
 // first touch; the cache keeps the block, so a training loop pays it once (without the cache, every
-// fresh block pays it). Measured on 2 Zen 5 cores, tapegrad_compare alternated with the allocator
-// before: lstm_large:64 134.8-134.9 -> 128.3-129.5 ms a step, lstm_small:256 15.26-15.27 ->
-// 14.81-14.93, char_lstm:32 59.0-59.3 -> 57.8-58.5; products whose weights fit in L2 do not change.
-// TAPEGRAD_CPU_HUGE_PAGES=0 (or set_cpu_huge_pages(false)) leaves new blocks unmarked. Under
-// AddressSanitizer every block comes from the C library, which the sanitizer watches.
+// fresh block pays it). Measured on 2 Zen 5 cores, bench_train_steps alternated three times with
+// the allocator before (C library blocks, 64 bytes past a page boundary), ms a step: lstm_large:64
+// 141.3-149.0 -> 134.8-154.5, and 136.9-141.0 with the marking off; the gain is as much the blocks'
+// alignment as the huge pages (docs/benchmarks.md). TAPEGRAD_CPU_HUGE_PAGES=0 (or
+// set_cpu_huge_pages(false)) leaves new blocks unmarked. Under AddressSanitizer every block comes
+// from the C library, which the sanitizer watches.
 constexpr size_t kHugePage = size_t{2} << 20;
 
 bool own_mapping(size_t size) {
