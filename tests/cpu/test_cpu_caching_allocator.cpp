@@ -3,6 +3,7 @@
 // system once its first steps have run.
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -199,6 +200,38 @@ TEST_F(CachingAllocator, AGivenBackBlockLeavesNoMarkingBehind) {
     std::free(b);
   }
   for (void* p : pins) std::free(p);
+}
+
+// Large blocks made, written, cached and given back from four threads while the huge-page setting
+// and the cache are switched under them: every block stays usable and the counts balance.
+TEST_F(CachingAllocator, LargeBlocksFromManyThreadsWhileTheSettingChanges) {
+  const size_t allocated_before = cpu_memory_stats().allocated_bytes;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < 40; ++i) {
+        const int64_t n = (int64_t{2} << 20) + ((i * 7 + t * 3) % 9) * (int64_t{512} << 10);
+        Tensor a = bytes(n);
+        auto* p = static_cast<bool*>(a.data_ptr());
+        p[0] = true;
+        p[n - 1] = true;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+      }
+    });
+  }
+  std::thread flipper([&done] {
+    for (int i = 0; !done.load(); ++i) {
+      cpu::set_cpu_huge_pages(i % 2 == 0);
+      if (i % 3 == 0) cpu::cpu_empty_cache();
+      std::this_thread::yield();
+    }
+  });
+  for (std::thread& th : threads) th.join();
+  done = true;
+  flipper.join();
+  cpu::set_cpu_huge_pages(true);
+  EXPECT_EQ(cpu_memory_stats().allocated_bytes, allocated_before);
 }
 
 TEST_F(CachingAllocator, BlocksOverTheLimitGoBackToTheSystem) {
