@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -139,8 +140,15 @@ bool kernel_takes_huge_page_advice() {
   return taken;
 }
 
+constexpr uintptr_t kTwoMiB = uintptr_t{2} << 20;
+
+// How far past the 2 MiB boundary before it `address` lies.
+uintptr_t offset_in_two_mib(const void* address) {
+  return reinterpret_cast<uintptr_t>(address) % kTwoMiB;
+}
+
 // Note [huge pages for large blocks].
-TEST_F(CachingAllocator, BlocksOfTwoMiBAndMoreAreAlignedAndMarkedForHugePages) {
+TEST_F(CachingAllocator, BlocksOfTwoMiBAndMoreAreMarkedForHugePages) {
   cpu::set_cpu_huge_pages(true);
   Tensor big = bytes(5 << 20), exact = bytes(2 << 20), small = bytes(1 << 20);
   ASSERT_FALSE(mapping_flags(small.data_ptr()).empty()) << "no mapping in /proc/self/smaps holds the block";
@@ -151,14 +159,65 @@ TEST_F(CachingAllocator, BlocksOfTwoMiBAndMoreAreAlignedAndMarkedForHugePages) {
 #else
   if (!kernel_takes_huge_page_advice()) GTEST_SKIP() << "this kernel has no transparent huge pages";
   for (const Tensor* t : {&big, &exact}) {
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data_ptr()) % (2 << 20), 0u) << t->numel();
-    EXPECT_TRUE(marked_for_huge_pages(t->data_ptr())) << mapping_flags(t->data_ptr());
-    EXPECT_TRUE(marked_for_huge_pages(static_cast<const char*>(t->data_ptr()) + (2 << 20) - 1));
+    const auto* first = static_cast<const char*>(t->data_ptr());
+    EXPECT_EQ(offset_in_two_mib(first) % 4096, 0u) << "a block starts on a page";
+    EXPECT_TRUE(marked_for_huge_pages(first)) << mapping_flags(first);
+    // The block's first 2 MiB piece ends this far in, and is marked to its end.
+    EXPECT_TRUE(marked_for_huge_pages(first + (kTwoMiB - offset_in_two_mib(first)) - 1));
   }
-  // The tail past the last whole 2 MiB (1 MiB of the 5) is left unmarked.
-  EXPECT_FALSE(marked_for_huge_pages(static_cast<const char*>(big.data_ptr()) + (4 << 20)));
+  // The tail past the mapping's last whole 2 MiB (about 1 MiB of the 5) is left unmarked.
+  const auto* first = static_cast<const char*>(big.data_ptr());
+  EXPECT_FALSE(marked_for_huge_pages(first + (4 << 20) - offset_in_two_mib(first)));
 #endif
   static_cast<bool*>(big.data_ptr())[(5 << 20) - 1] = true;  // the whole block is usable
+}
+
+// Note [large blocks at staggered offsets]: large blocks made one after another start at distinct
+// offsets from a 2 MiB boundary, so that element i of each does not share its address bits up to
+// bit 20 with element i of the others.
+TEST_F(CachingAllocator, LargeBlocksMadeInTurnStartAtDistinctOffsets) {
+  std::vector<Tensor> blocks;
+  std::set<uintptr_t> offsets;
+  for (int i = 0; i < 8; ++i) {
+    blocks.push_back(bytes(int64_t{2} << 20));
+    static_cast<bool*>(blocks.back().data_ptr())[(2 << 20) - 1] = true;
+    offsets.insert(offset_in_two_mib(blocks.back().data_ptr()));
+  }
+#if defined(TG_TEST_ASAN)
+  for (const Tensor& b : blocks) EXPECT_EQ(offset_in_two_mib(b.data_ptr()) % 64, 0u) << "the C library's";
+#else
+  // The other tests of this process make their large blocks on this thread, so no other block took
+  // a turn in between: 8 turns in a row are 8 distinct offsets, each a whole number of pages.
+  EXPECT_EQ(offsets.size(), 8u);
+  for (uintptr_t o : offsets) EXPECT_EQ(o % 4096, 0u) << o;
+  // The control: given back and asked for again, a cached block keeps its offset (the cache hands
+  // out the block itself), so the 8 offsets above are not a property of every pointer.
+  void* kept = blocks.back().data_ptr();
+  blocks.pop_back();
+  Tensor again = bytes(int64_t{2} << 20);
+  EXPECT_EQ(again.data_ptr(), kept);
+#endif
+}
+
+// A block past the start of its mapping is given back whole: the pages before it go with it.
+TEST_F(CachingAllocator, AGivenBackLargeBlockTakesThePagesBeforeItWithIt) {
+#if defined(TG_TEST_ASAN)
+  GTEST_SKIP() << "under AddressSanitizer large blocks are the C library's";
+#else
+  std::vector<Tensor> blocks;
+  const char* first = nullptr;
+  for (int i = 0; i < 64 && first == nullptr; ++i) {
+    blocks.push_back(bytes(int64_t{3} << 20));
+    if (offset_in_two_mib(blocks.back().data_ptr()) != 0) first = static_cast<const char*>(blocks.back().data_ptr());
+  }
+  ASSERT_NE(first, nullptr) << "no block started past a 2 MiB boundary";
+  const char* mapping = first - offset_in_two_mib(first);
+  ASSERT_FALSE(mapping_flags(mapping).empty()) << "the pages before the block belong to it";
+  blocks.clear();
+  cpu::cpu_empty_cache();
+  EXPECT_TRUE(mapping_flags(mapping).empty()) << mapping_flags(mapping);
+  EXPECT_TRUE(mapping_flags(first).empty()) << mapping_flags(first);
+#endif
 }
 
 TEST_F(CachingAllocator, HugePagesOffLeavesLargeBlocksUnmarked) {

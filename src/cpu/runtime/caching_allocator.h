@@ -15,9 +15,10 @@
 //                                      use after free inside a cached block);
 //   TAPEGRAD_CPU_CACHE_LIMIT_MB=N      the cache limit (default kDefaultCacheLimitBytes);
 //   TAPEGRAD_CPU_HUGE_PAGES=0          blocks of 2 MiB and more (mappings of their own, 2 MiB
-//                                      aligned) are not offered to the kernel for transparent huge
-//                                      pages (Note [huge pages for large blocks] in
-//                                      caching_allocator.cpp; under AddressSanitizer no block is).
+//                                      aligned, each block a few pages in) are not offered to
+//                                      the kernel for transparent huge pages (Note [huge pages
+//                                      for large blocks] in caching_allocator.cpp; under
+//                                      AddressSanitizer no block is).
 #pragma once
 
 #include <cstddef>
