@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -162,6 +163,56 @@ TEST_F(Sgemm, BiasEpilogueGivesTheBitsOfACopiedBias) {
   const float a = 1, b = 1, bias[3] = {1.5f, -2.0f, 0.25f};
   tapegrad::cpu::sgemm_avx512(2, 3, 0, 1.0f, &a, 1, 1, &b, 1, 1, 0.0f, c.data(), 3, bias);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], bias[i % 3]);
+}
+
+// Note [B laid out once for many products]: B laid out as the kernel's panels gives the bits of the
+// same product with B itself: both layouts of A and of B, alpha, beta, a bias, depths on and off the
+// 256-deep blocks, widths off the 32-column panels, C's padding untouched; on one thread and on
+// two. The control: a layout of B with one element changed gives other bits.
+TEST_F(Sgemm, BLaidOutAsPanelsGivesTheBitsOfBItself) {
+  const Case cases[] = {{13, 45, 270, false, false, 1.0f, 0.0f},   {32, 2048, 768, false, false, 1.0f, 0.0f},
+                        {16, 1000, 300, false, true, 1.0f, 0.0f},  {37, 70, 513, true, false, -0.5f, 1.0f},
+                        {2, 33, 17, false, false, 1.0f, 0.0f},     {300, 300, 513, false, false, 1.0f, 0.0f},
+                        {160, 600, 256, false, false, 2.0f, 0.5f}, {20, 31, 1, false, true, 1.0f, 0.0f}};
+  std::vector<float> panels;
+  auto laid_out = [&](const Case& t, const tapegrad::testing::GemmOperands& o) {
+    panels.assign(static_cast<size_t>(tapegrad::cpu::sgemm_b_panels_floats(t.k, t.n)) + 16, 0.0f);
+    float* p = panels.data() + (16 - reinterpret_cast<uintptr_t>(panels.data()) / 4 % 16) % 16;  // 64-byte aligned
+    tapegrad::cpu::sgemm_lay_out_b_panels(t.k, t.n, o.b.data(), o.b_row_stride(), o.b_col_stride(), p);
+    return p;
+  };
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (const Case& t : cases) {
+      for (bool with_bias : {false, true}) {
+        if (with_bias && t.beta != 0.0f) continue;
+        SCOPED_TRACE("m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) + ", " +
+                     std::to_string(threads) + " threads" + (with_bias ? ", bias" : ""));
+        tapegrad::testing::GemmOperands o(t);
+        const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
+        const float* b = with_bias ? bias.data() : nullptr;
+        std::vector<float> direct = o.c_before;
+        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                    o.b_row_stride(), o.b_col_stride(), t.beta, direct.data(), o.ldc, b);
+        const float* p = laid_out(t, o);
+        std::vector<float> from_panels = o.c_before;
+        tapegrad::cpu::sgemm_avx512_b_panels(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), p,
+                                             t.beta, from_panels.data(), o.ldc, b);
+        ASSERT_EQ(std::memcmp(from_panels.data(), direct.data(), direct.size() * sizeof(float)), 0);
+      }
+    }
+  }
+  // The control: B's last element changed before laying out changes C's last column.
+  const Case t{13, 45, 270, false, false, 1.0f, 0.0f};
+  tapegrad::testing::GemmOperands o(t);
+  std::vector<float> before = o.c_before, after = o.c_before;
+  tapegrad::cpu::sgemm_avx512_b_panels(t.m, t.n, t.k, 1.0f, o.a.data(), o.a_row_stride(), 1, laid_out(t, o), 0.0f,
+                                       before.data(), o.ldc);
+  o.b[(t.k - 1) * o.b_lead + t.n - 1] += 1.0f;
+  tapegrad::cpu::sgemm_avx512_b_panels(t.m, t.n, t.k, 1.0f, o.a.data(), o.a_row_stride(), 1, laid_out(t, o), 0.0f,
+                                       after.data(), o.ldc);
+  EXPECT_NE(before[t.n - 1], after[t.n - 1]);
+  EXPECT_EQ(before[t.n - 2], after[t.n - 2]);
 }
 
 // Note [linear's forward as a transposed product]: X W^T with 32 or 64 rows of X against at least

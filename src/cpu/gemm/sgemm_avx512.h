@@ -33,4 +33,16 @@ void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, 
                   const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc,
                   const float* bias = nullptr);
 
+// B laid out once for many products with it (Note [B laid out once for many products] in
+// sgemm_avx512.cpp): the kernel's own panels, read contiguously instead of across B's rows.
+// The floats B [k, n] takes laid out.
+int64_t sgemm_b_panels_floats(int64_t k, int64_t n);
+// Lays out B [k, n], element (p, j) at b[p * b_rs + j * b_cs], into `panels`
+// (sgemm_b_panels_floats(k, n) floats, 64-byte aligned).
+void sgemm_lay_out_b_panels(int64_t k, int64_t n, const float* b, int64_t b_rs, int64_t b_cs, float* panels);
+// sgemm_avx512 with B given as its laid-out panels: the same bits as the same product with B itself.
+// Requires sgemm_avx512_available().
+void sgemm_avx512_b_panels(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                           const float* panels, float beta, float* c, int64_t ldc, const float* bias = nullptr);
+
 }  // namespace tapegrad::cpu

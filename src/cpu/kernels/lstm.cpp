@@ -5,6 +5,7 @@
 #include "math/lstm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <type_traits>
 #include <vector>
@@ -162,6 +163,22 @@ int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden, int64_t inp
   return static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
 }
 
+// Note [recurrent weights laid out as panels]: a batch-sliced step multiplies a few rows by all of
+// w_t, in place (Note [B laid out once for many products] in sgemm_avx512.cpp). From kPanelsFromBytes
+// of weights on, w_t is laid out once per sequence as sgemm_avx512's panels instead, the same
+// bits. Below it they stay in a core's L2 either way, and the layout's extra pass would not pay
+// (lstm_small's 320 KiB: 37.3 against 36.6 us a step's product on each of two threads).
+constexpr int64_t kPanelsFromBytes = int64_t{1} << 20;
+
+std::atomic<bool> forward_panels_on{true};
+
+// Whether the float32 products [rows, depth] x [depth, width] of a step read w_t laid out as panels.
+bool forward_panels_pay(int64_t rows, int64_t width, int64_t depth) {
+  return forward_panels_on.load(std::memory_order_relaxed) && rows > 1 &&
+         depth * width * int64_t{sizeof(float)} >= kPanelsFromBytes && sgemm_avx512_available() &&
+         use_sgemm_avx512(rows, width, depth);
+}
+
 // Calls run(b0, b1, part, parts) for each thread's slice [b0, b1) of [0, batch), part 0 to
 // parts - 1 in batch order, on `team` threads (parts: as many as OpenMP gives). Every part gets a
 // call, so run may wait for the others: recurrence_threads gives each at least one row.
@@ -314,6 +331,15 @@ void backward_by_unit_panels(int parts, const BackwardUnitPanels& layout, const 
 
 }  // namespace
 
+bool lstm_forward_reads_panels(int64_t steps, int64_t batch, int64_t hidden, int64_t input) {
+  const int team = recurrence_threads(steps, batch, hidden, input);
+  return forward_panels_pay((batch + team - 1) / team, 4 * hidden, input + hidden);
+}
+
+void set_lstm_forward_panels(bool on) {
+  forward_panels_on.store(on, std::memory_order_relaxed);
+}
+
 bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products) {
   return batch == 1 && dtype == kFloat32 && !bf16_products && gemv_avx512_available();
 }
@@ -353,19 +379,21 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
     });
     return;
   }
-  const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products);
+  const int team = recurrence_threads(steps, batch, hidden, input);
+  const bool panels = !bf16 && gates.dtype() == kFloat32 && forward_panels_pay((batch + team - 1) / team, width, depth);
+  const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products, panels);
   const Tensor& bias = layout->bias;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xs = static_cast<const T*>(x.data_ptr());
-    const T* w = static_cast<const T*>(layout->w_t.data_ptr());
+    const T* w = panels ? nullptr : static_cast<const T*>(layout->w_t.data_ptr());
     const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     T* z = static_cast<T*>(gates.data_ptr());
     T* h = static_cast<T*>(h_all.data_ptr());
     T* c = static_cast<T*>(c_all.data_ptr());
     const T* h_init = static_cast<const T*>(h0.data_ptr());
     const T* c_init = static_cast<const T*>(c0.data_ptr());
-    over_batch_slices(recurrence_threads(steps, batch, hidden, input), batch, [&](int64_t b0, int64_t b1, int, int) {
+    over_batch_slices(team, batch, [&](int64_t b0, int64_t b1, int, int) {
       const int64_t rows = b1 - b0;
       thread_local std::vector<T> xh;  // this slice's [x_t, h_{t-1}]; kept, so steps allocate nothing
       xh.resize(static_cast<size_t>(rows * depth));
@@ -382,6 +410,10 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
         if (bf16) {  // the bias added as the product's tiles are written, here too
           if constexpr (std::is_same_v<T, float>)
             sbgemm(rows, 1.0f, xht, depth, 1, layout->w_t_bf16, 0.0f, zs, width, {}, b);
+        } else if (panels) {  // the bits of the product below with w_t itself
+          if constexpr (std::is_same_v<T, float>)
+            sgemm_avx512_b_panels(rows, width, depth, 1.0f, xht, depth, 1,
+                                  static_cast<const float*>(layout->w_t_panels.data_ptr()), 0.0f, zs, width, b);
         } else if (b != nullptr) {  // the bias added as the product's tiles are written: no pass of its own
           gemm_rows_bias(rows, width, depth, xht, depth, w, width, b, zs, width);
         } else {

@@ -5,6 +5,7 @@
 
 #include "backend/kernel_tensors.h"
 #include "backend/weight_layouts.h"
+#include "cpu/gemm/sgemm_avx512.h"
 #include "cpu/kernels/shared_kernels.h"
 #include "cpu/loops/transpose.h"
 
@@ -12,7 +13,13 @@ namespace tapegrad::cpu {
 
 namespace {
 // The panel layouts depend on the part count too: kinds kForwardPanels + parts, and so on.
-enum Kind : int { kForward, kBackwardWhhBf16, kForwardPanels = 1 << 10, kBackwardPanels = 2 << 10 };
+enum Kind : int {
+  kForward,
+  kBackwardWhhBf16,
+  kForwardSgemmPanels,
+  kForwardPanels = 1 << 10,
+  kBackwardPanels = 2 << 10
+};
 constexpr int64_t kMaxPanelUnits = 64;
 
 // b_ih + b_hh, or the one defined, or undefined.
@@ -35,20 +42,30 @@ UnitRange unit_range(int64_t hidden, int parts, int part) {
 }
 
 std::shared_ptr<const ForwardWeights> forward_weights(const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
-                                                      const Tensor& b_hh, DType products) {
-  return backend::kept_layout<ForwardWeights>(kForward, products, {w_ih, w_hh, b_ih, b_hh}, [&] {
-    auto out = std::make_shared<ForwardWeights>();
-    const int64_t input = w_ih.size(1), hidden = w_hh.size(1), width = 4 * hidden, depth = input + hidden;
-    const DType dtype = w_hh.dtype();
-    // From the caching allocator and through the copy kernel's blocked transposes.
-    out->w_t = backend::allocate_tensor({depth, width}, dtype, w_hh.device(), "lstm");
-    copy(w_ih.detach().t(), out->w_t.narrow(0, 0, input));
-    copy(w_hh.detach().t(), out->w_t.narrow(0, input, hidden));
-    if (products == kBFloat16)
-      out->w_t_bf16 = PackedBf16Matrix(static_cast<const float*>(out->w_t.data_ptr()), width, 1, depth, width);
-    out->bias = combined_bias(b_ih, b_hh, w_hh);
-    return std::shared_ptr<const ForwardWeights>(std::move(out));
-  });
+                                                      const Tensor& b_hh, DType products, bool panels) {
+  TG_ASSERT(!panels || (products == kFloat32 && w_hh.dtype() == kFloat32), "lstm: panels are for float32 products");
+  return backend::kept_layout<ForwardWeights>(
+      panels ? kForwardSgemmPanels : kForward, products, {w_ih, w_hh, b_ih, b_hh}, [&] {
+        auto out = std::make_shared<ForwardWeights>();
+        const int64_t input = w_ih.size(1), hidden = w_hh.size(1), width = 4 * hidden, depth = input + hidden;
+        const DType dtype = w_hh.dtype();
+        // From the caching allocator and through the copy kernel's blocked transposes.
+        Tensor w_t = backend::allocate_tensor({depth, width}, dtype, w_hh.device(), "lstm");
+        copy(w_ih.detach().t(), w_t.narrow(0, 0, input));
+        copy(w_hh.detach().t(), w_t.narrow(0, input, hidden));
+        if (products == kBFloat16)
+          out->w_t_bf16 = PackedBf16Matrix(static_cast<const float*>(w_t.data_ptr()), width, 1, depth, width);
+        if (panels) {
+          out->w_t_panels =
+              backend::allocate_tensor({sgemm_b_panels_floats(depth, width)}, kFloat32, w_hh.device(), "lstm");
+          sgemm_lay_out_b_panels(depth, width, static_cast<const float*>(w_t.data_ptr()), width, 1,
+                                 static_cast<float*>(out->w_t_panels.data_ptr()));
+        } else {
+          out->w_t = std::move(w_t);
+        }
+        out->bias = combined_bias(b_ih, b_hh, w_hh);
+        return std::shared_ptr<const ForwardWeights>(std::move(out));
+      });
 }
 
 std::shared_ptr<const ForwardUnitPanels> forward_unit_panels(const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,

@@ -12,14 +12,17 @@
 namespace tapegrad::cpu {
 
 // What the forward recurrence reads: w_t = [W_ih^T; W_hh^T] as one [I + H, 4H] matrix, its bf16
-// packing when the products run in bf16, and b_ih + b_hh (undefined: no bias).
+// packing when the products run in bf16, and b_ih + b_hh (undefined: no bias). With `panels`
+// (float32 weights and products through sgemm_avx512), w_t laid out as that kernel's panels
+// instead (Note [B laid out once for many products] in sgemm_avx512.cpp), and w_t left undefined.
 struct ForwardWeights {
   Tensor w_t;
+  Tensor w_t_panels;  // sgemm_b_panels_floats(I + H, 4H) floats
   PackedBf16Matrix w_t_bf16;
   Tensor bias;
 };
 std::shared_ptr<const ForwardWeights> forward_weights(const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
-                                                      const Tensor& b_hh, DType products);
+                                                      const Tensor& b_hh, DType products, bool panels = false);
 
 // W_hh [4H, H] packed for the backward's bf16 products dh_prev += dgates W_hh.
 std::shared_ptr<const PackedBf16Matrix> backward_w_hh_bf16(const Tensor& w_hh);
