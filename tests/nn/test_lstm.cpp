@@ -262,11 +262,11 @@ TEST(LstmLayerOp, BatchOneFromTwoCallersAtOnce) {
 }
 
 // Note [recurrent weights laid out as panels]: a layer with 1 MiB of weights or more reads them laid
-// out as sgemm's panels in its batch-sliced forward. Its outputs and every gradient have the bits of
+// out as sgemm's panels in its batch-sliced forward and backward. Its outputs and every gradient have the bits of
 // the same layer with the weights read in place, on one thread and two, forward and reversed with
 // lengths, and its values stay within 2e-5 of the reference. The control: with the layout switched
 // off the shape reads no panels, so both paths ran.
-TEST(LstmLayerOp, ForwardWithWeightsLaidOutAsPanelsGivesTheSameBits) {
+TEST(LstmLayerOp, WeightsLaidOutAsPanelsGiveTheSameBits) {
   if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the products are OpenBLAS's";
   const int64_t steps = 5, batch = 11, input = 40, hidden = 256;  // (40 + 256) x 1024 floats: 1.16 MiB
   for (int threads : {1, 2}) {
@@ -275,11 +275,13 @@ TEST(LstmLayerOp, ForwardWithWeightsLaidOutAsPanelsGivesTheSameBits) {
       testing::ThreadCount thread_count(threads);
       const LstmInputs in = make_inputs(steps, batch, input, hidden, kFloat32, reverse, 71);
       ASSERT_TRUE(cpu::lstm_forward_reads_panels(steps, batch, hidden, input));
+      ASSERT_TRUE(cpu::lstm_backward_reads_panels(steps, batch, hidden));  // W_hh: 1024 x 256 floats, 1 MiB
       const std::vector<Tensor> laid_out = fused_results(in, reverse, 3);
-      cpu::set_lstm_forward_panels(false);
+      cpu::set_lstm_weight_panels(false);
       EXPECT_FALSE(cpu::lstm_forward_reads_panels(steps, batch, hidden, input));
+      EXPECT_FALSE(cpu::lstm_backward_reads_panels(steps, batch, hidden));
       const std::vector<Tensor> in_place = fused_results(in, reverse, 3);
-      cpu::set_lstm_forward_panels(true);
+      cpu::set_lstm_weight_panels(true);
       EXPECT_TRUE(all_values(laid_out) == all_values(in_place));
       if (threads == 1 && !reverse) {
         const std::vector<Tensor> expected = reference_results(in, reverse, 3);

@@ -164,17 +164,19 @@ int recurrence_threads(int64_t steps, int64_t batch, int64_t hidden, int64_t inp
 }
 
 // Note [recurrent weights laid out as panels]: a batch-sliced step multiplies a few rows by all of
-// w_t, in place (Note [B laid out once for many products] in sgemm_avx512.cpp). From kPanelsFromBytes
-// of weights on, w_t is laid out once per sequence as sgemm_avx512's panels instead, the same
-// bits. Below it they stay in a core's L2 either way, and the layout's extra pass would not pay
-// (lstm_small's 320 KiB: 37.3 against 36.6 us a step's product on each of two threads).
+// its weights, read in place (Note [B laid out once for many products] in sgemm_avx512.cpp): the
+// forward's w_t, the backward's W_hh. From kPanelsFromBytes of weights on, they are laid out once
+// per sequence as sgemm_avx512's panels instead, the same bits. Below it they stay in a core's L2
+// either way, and the layout's extra pass would not pay (lstm_small's 320 KiB: 37.3 against 36.6
+// us a step's product on each of two threads).
 constexpr int64_t kPanelsFromBytes = int64_t{1} << 20;
 
-std::atomic<bool> forward_panels_on{true};
+std::atomic<bool> weight_panels_on{true};
 
-// Whether the float32 products [rows, depth] x [depth, width] of a step read w_t laid out as panels.
-bool forward_panels_pay(int64_t rows, int64_t width, int64_t depth) {
-  return forward_panels_on.load(std::memory_order_relaxed) && rows > 1 &&
+// Whether a step's float32 products [rows, depth] x [depth, width] read their weights laid out as
+// panels.
+bool panels_pay(int64_t rows, int64_t width, int64_t depth) {
+  return weight_panels_on.load(std::memory_order_relaxed) && rows > 1 &&
          depth * width * int64_t{sizeof(float)} >= kPanelsFromBytes && sgemm_avx512_available() &&
          use_sgemm_avx512(rows, width, depth);
 }
@@ -333,11 +335,16 @@ void backward_by_unit_panels(int parts, const BackwardUnitPanels& layout, const 
 
 bool lstm_forward_reads_panels(int64_t steps, int64_t batch, int64_t hidden, int64_t input) {
   const int team = recurrence_threads(steps, batch, hidden, input);
-  return forward_panels_pay((batch + team - 1) / team, 4 * hidden, input + hidden);
+  return panels_pay((batch + team - 1) / team, 4 * hidden, input + hidden);
 }
 
-void set_lstm_forward_panels(bool on) {
-  forward_panels_on.store(on, std::memory_order_relaxed);
+bool lstm_backward_reads_panels(int64_t steps, int64_t batch, int64_t hidden) {
+  const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);
+  return panels_pay((batch + team - 1) / team, hidden, 4 * hidden);
+}
+
+void set_lstm_weight_panels(bool on) {
+  weight_panels_on.store(on, std::memory_order_relaxed);
 }
 
 bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products) {
@@ -380,7 +387,7 @@ void lstm_recurrence_forward(const Tensor& x, const Tensor& w_ih, const Tensor& 
     return;
   }
   const int team = recurrence_threads(steps, batch, hidden, input);
-  const bool panels = !bf16 && gates.dtype() == kFloat32 && forward_panels_pay((batch + team - 1) / team, width, depth);
+  const bool panels = !bf16 && gates.dtype() == kFloat32 && panels_pay((batch + team - 1) / team, width, depth);
   const std::shared_ptr<const ForwardWeights> layout = forward_weights(w_ih, w_hh, b_ih, b_hh, products, panels);
   const Tensor& bias = layout->bias;
   dispatch_floating(gates.dtype(), "lstm", [&](auto tag) {
@@ -504,6 +511,11 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
   const bool bf16 = products == kBFloat16;
   TG_CHECK(!bf16 || gates.dtype() == kFloat32, "lstm: bf16 products need float32 tensors, got ", gates.dtype());
   const std::shared_ptr<const PackedBf16Matrix> w_hh_bf16 = bf16 ? backward_w_hh_bf16(w_hh) : nullptr;
+  // Each step: [B, 4H] x [4H, H] (Note [recurrent weights laid out as panels]).
+  const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);
+  const bool panels = !bf16 && gates.dtype() == kFloat32 && !lstm_batch1_path_applies(batch, gates.dtype(), bf16) &&
+                      panels_pay((batch + team - 1) / team, hidden, width);
+  const std::shared_ptr<const Tensor> w_hh_panels = panels ? backward_w_hh_panels(w_hh) : nullptr;
   // The incoming output gradient may be any view, or undefined (zeros) when the sequence is unused.
   const bool has_output_grad = grad_h_all.defined();
   const int64_t gs0 = has_output_grad ? grad_h_all.stride(0) : 0, gs1 = has_output_grad ? grad_h_all.stride(1) : 0,
@@ -544,7 +556,6 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
     // The bias gradient (the sum of dgates over steps and rows) as each slice's dgates are made,
     // while they are in cache: one partial per slice, added in slice order (the same sums for any
     // thread count with the same slices).
-    const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);  // each step: [B, 4H] x [4H, H]
     // In double, like the library's other float sums (T * B terms each).
     std::vector<double> partial_db(want_bias ? static_cast<size_t>(team * width) : 0, 0.0);
     // Note [weight gradients step by step]: each slice's [4H, I + H] partial sum, in a buffer of its
@@ -609,7 +620,12 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
             continue;
           }
         }
-        gemm_rows(rows, hidden, width, dzs, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
+        if constexpr (std::is_same_v<T, float>) {
+          if (panels)  // the bits of the product below with W_hh itself
+            sgemm_avx512_b_panels(rows, hidden, width, 1.0f, dzs, width, 1,
+                                  static_cast<const float*>(w_hh_panels->data_ptr()), 1.0f, dhp + b0 * hidden, hidden);
+        }
+        if (!panels) gemm_rows(rows, hidden, width, dzs, width, w, hidden, T(1), dhp + b0 * hidden, hidden);
         if constexpr (std::is_same_v<T, float>) {
           if (weights != nullptr) {  // partial += dgates^T [x_t, h_prev(t)] over the group's rows
             const int64_t input = weights->input;

@@ -18,11 +18,12 @@ bool lstm_batch1_path_applies(int64_t batch, DType dtype, bool bf16_products);
 // region) or the work (steps x the step's multiply-adds) does not pay for more.
 int lstm_batch1_parts(int64_t steps, int64_t hidden, int64_t input);
 
-// Whether a batch-sliced forward with float32 products reads [W_ih^T; W_hh^T] laid out as panels
-// at this shape (Note [recurrent weights laid out as panels] in lstm.cpp), as things stand now; and
-// the switch that turns the layout off (tests: the bits must not change).
+// Whether a batch-sliced forward with float32 products reads [W_ih^T; W_hh^T], and its backward
+// W_hh, laid out as panels at this shape (Note [recurrent weights laid out as panels] in lstm.cpp),
+// as things stand now; and the switch that turns both layouts off (tests: the bits must not change).
 bool lstm_forward_reads_panels(int64_t steps, int64_t batch, int64_t hidden, int64_t input);
-void set_lstm_forward_panels(bool on);
+bool lstm_backward_reads_panels(int64_t steps, int64_t batch, int64_t hidden);
+void set_lstm_weight_panels(bool on);
 
 // Whether the backward makes its weight gradients step by step at this shape (Note [weight gradients
 // step by step] in lstm.cpp): the lstm_recurrence_backward_weights slot takes the call.

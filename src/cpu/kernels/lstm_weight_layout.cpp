@@ -17,6 +17,7 @@ enum Kind : int {
   kForward,
   kBackwardWhhBf16,
   kForwardSgemmPanels,
+  kBackwardWhhSgemmPanels,
   kForwardPanels = 1 << 10,
   kBackwardPanels = 2 << 10
 };
@@ -137,6 +138,16 @@ std::shared_ptr<const PackedBf16Matrix> backward_w_hh_bf16(const Tensor& w_hh) {
     const Tensor w = w_hh.is_contiguous() ? w_hh : backend::contiguous_copy(w_hh, "lstm");
     const int64_t hidden = w.size(1), width = w.size(0);
     return std::make_shared<const PackedBf16Matrix>(static_cast<const float*>(w.data_ptr()), hidden, 1, width, hidden);
+  });
+}
+
+std::shared_ptr<const Tensor> backward_w_hh_panels(const Tensor& w_hh) {
+  return backend::kept_layout<Tensor>(kBackwardWhhSgemmPanels, kFloat32, {w_hh}, [&] {
+    const int64_t hidden = w_hh.size(1), width = w_hh.size(0);
+    Tensor out = backend::allocate_tensor({sgemm_b_panels_floats(width, hidden)}, kFloat32, w_hh.device(), "lstm");
+    sgemm_lay_out_b_panels(width, hidden, static_cast<const float*>(w_hh.data_ptr()), w_hh.stride(0), w_hh.stride(1),
+                           static_cast<float*>(out.data_ptr()));
+    return std::make_shared<const Tensor>(std::move(out));
   });
 }
 

@@ -27,6 +27,11 @@ std::shared_ptr<const ForwardWeights> forward_weights(const Tensor& w_ih, const 
 // W_hh [4H, H] packed for the backward's bf16 products dh_prev += dgates W_hh.
 std::shared_ptr<const PackedBf16Matrix> backward_w_hh_bf16(const Tensor& w_hh);
 
+// W_hh [4H, H] (float32) laid out as sgemm_avx512's panels for the backward's float32 products
+// dh_prev += dgates W_hh (Note [recurrent weights laid out as panels] in lstm.cpp):
+// sgemm_b_panels_floats(4H, H) floats.
+std::shared_ptr<const Tensor> backward_w_hh_panels(const Tensor& w_hh);
+
 // Note [unit panels]: at batch 1 each step reads every weight once, so the recurrence runs at the
 // speed L2 streams them. It streams a sequential block about 1.6 times as fast as the same bytes in
 // pieces of rows (a thread's 256 B of each gate's 2 KiB row: 2.5 against 1.5 us per step at
