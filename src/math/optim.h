@@ -191,9 +191,9 @@ TG_HD AdamConstants<T> adam_constants(const AdamHyper& h) {
 // reciprocal r and one correction: q = x r, e = x - q c (exact, by an FMA), then q + e r rounded
 // once. Markstein's theorem (r the correctly rounded 1/c, q within an ulp of x / c, no underflow
 // or overflow on the way) says that is x / c correctly rounded; and x = sqrt(v) of a float v is 0
-// or at least 2^-75. Checked exhaustively on the CPU for float: every x in [2^-80, 2^70) and 0,
-// against 68 divisors (sqrt(1 - beta2^t) for five beta2 and thirteen t, and a few others): not one
-// bit differs. Infinite or NaN products are kept as they are, as division would give them. The
+// or at least 2^-75. Checked exhaustively for float (tools/checks/adam_division_exhaustive.cpp):
+// every x in [2^-80, 2^70) and 0, against 68 divisors (sqrt(1 - beta2^t) for five beta2 and
+// thirteen t, and a few others): not one bit differs. Infinite or NaN products are kept as they are, as division would give them. The
 // CPU's vector divider is shared with the square root, and on a Xeon (AMX, 2 vCPUs) it bounds
 // Adam's pass: one division in place of two took the pass over state in L2 from 0.61-0.70 to
 // 0.42-0.44 ns an element (a loop of its own, one core), and bench_kernels' Adam step over
