@@ -37,9 +37,9 @@ int main() {
         const __m512 q = _mm512_mul_ps(x, vr);
         const __m512 got = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, vc, x), vr, q);
         const __m512 want = _mm512_div_ps(x, vc);
-        const __mmask16 in_range =
-            _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p70f), _CMP_LT_OQ) &
-            (_mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p-80f), _CMP_GE_OQ) | _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ));
+        const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p70f), _CMP_LT_OQ) &
+                                   (_mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p-80f), _CMP_GE_OQ) |
+                                    _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ));
         const __mmask16 differ =
             _mm512_cmp_epi32_mask(_mm512_castps_si512(want), _mm512_castps_si512(got), _MM_CMPINT_NE) & in_range;
         mismatches += __builtin_popcount(differ);
