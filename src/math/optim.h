@@ -193,11 +193,12 @@ TG_HD AdamConstants<T> adam_constants(const AdamHyper& h) {
 // or overflow on the way) says that is x / c correctly rounded; and x = sqrt(v) of a float v is 0
 // or at least 2^-75. Checked exhaustively for float (tools/checks/adam_division_exhaustive.cpp):
 // every x in [2^-80, 2^70) and 0, against 68 divisors (sqrt(1 - beta2^t) for five beta2 and
-// thirteen t, and a few others): not one bit differs. Infinite or NaN products are kept as they are, as division would
-// give them. The CPU's vector divider is shared with the square root, and on a Xeon (AMX, 2 vCPUs) it bounds Adam's
-// pass: one division in place of two took the pass over state in L2 from 0.61-0.70 to 0.42-0.44 ns an element (a loop
-// of its own, one core), and bench_kernels' Adam step over mlp_seed's 517k parameters from 357 to 317-321 us on one
-// thread, 185-189 to 162-164 on two. Float on the CPU only: the GPU and double keep the division.
+// thirteen t, and a few others): not one bit differs. Infinite or NaN products are kept as they
+// are, as division would give them. The CPU's vector divider is shared with the square root, and
+// on a Xeon (AMX, 2 vCPUs) it bounds Adam's pass: one division in place of two took the pass over
+// state in L2 from 0.61-0.70 to 0.42-0.44 ns an element (a loop of its own, one core), and
+// bench_kernels' Adam step over mlp_seed's 517k parameters from 357 to 317-321 us on one thread,
+// 185-189 to 162-164 on two. Float on the CPU only: the GPU and double keep the division.
 template <class T>
 TG_HD T divided_by_bias_correction(T x, const AdamConstants<T>& c) {
 #if defined(__CUDA_ARCH__)
