@@ -7,9 +7,10 @@
 // B packed in blocks of 512 columns (L2) cut into 32-column panels that stay in L1 while every row
 // tile of A passes over them; a transposed B packs through 16 x 16 register transposes. B with
 // contiguous rows and few rows of A is read in place instead, since packing it would cost about as
-// much as the product (an LSTM's recurrent step). A with contiguous rows is always read in place:
-// the kernel broadcasts one value per row and depth, which costs the same from a row as from a
-// packed tile, while packing is a scattered transpose. On the model shapes of bench_kernels
+// much as the product (an LSTM's recurrent step; a recurrence whose weights outgrow L2 lays them out
+// once for all its steps instead, Note [B laid out once for many products]). A with contiguous rows
+// is always read in place: the kernel broadcasts one value per row and depth, which costs the same
+// from a row as from a packed tile, while packing is a scattered transpose. On the model shapes of bench_kernels
 // (2 threads) packed A was up to 12% slower, and a third slower for an LSTM's backward step
 // ([64, 512] x [512, 128]). Only A with strided rows (a transposed operand) is packed, in blocks
 // that stay in L2.
