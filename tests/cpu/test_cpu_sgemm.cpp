@@ -215,6 +215,51 @@ TEST_F(Sgemm, BLaidOutAsPanelsGivesTheBitsOfBItself) {
   EXPECT_EQ(before[t.n - 2], after[t.n - 2]);
 }
 
+// Note [B in place for a few hundred rows]: B with contiguous rows, read in place by 145 to 576 rows
+// of C where its rows lie close enough together, gives the bits of the same B whose rows lie 16 KiB
+// apart, which packs it: over depth blocks and a partial panel, alpha, beta and the bias, one and
+// two threads, and the path each takes asserted (the control: rows 16 KiB apart, and more than 576
+// rows, pack; up to 144 rows read in place at any distance, as before).
+TEST_F(Sgemm, BReadInPlaceByAFewHundredRowsGivesThePackedBits) {
+  using tapegrad::cpu::sgemm_avx512_reads_b_in_place;
+  constexpr int64_t kFarApart = 4096;  // floats: rows 16 KiB apart
+  for (int64_t rows : {145, 200, 288, 576}) {
+    EXPECT_TRUE(sgemm_avx512_reads_b_in_place(rows, 70, 1)) << rows;
+    EXPECT_FALSE(sgemm_avx512_reads_b_in_place(rows, kFarApart, 1)) << rows;
+  }
+  EXPECT_FALSE(sgemm_avx512_reads_b_in_place(577, 70, 1));
+  EXPECT_FALSE(sgemm_avx512_reads_b_in_place(200, 70, 2));  // columns strided: packed
+  EXPECT_TRUE(sgemm_avx512_reads_b_in_place(144, kFarApart, 1));
+
+  const int64_t n = 70, k = 300;
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (int64_t m : {145, 200, 288, 576}) {
+      const std::vector<float> a = uniform_values<float>(static_cast<size_t>(m * k), 1);
+      const std::vector<float> b_near = uniform_values<float>(static_cast<size_t>(k * n), 2);
+      std::vector<float> b_far(static_cast<size_t>(k * kFarApart), 0.0f);
+      for (int64_t p = 0; p < k; ++p) std::copy_n(b_near.data() + p * n, n, b_far.data() + p * kFarApart);
+      const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(n), 3);
+      const std::vector<float> c_before = uniform_values<float>(static_cast<size_t>(m * n), 4);
+      for (const auto& [alpha, beta, with_bias] :
+           {std::tuple{1.0f, 0.0f, false}, std::tuple{-0.5f, 0.25f, false}, std::tuple{1.0f, 0.0f, true}}) {
+        SCOPED_TRACE("m=" + std::to_string(m) + ", " + std::to_string(threads) + " threads, beta " +
+                     std::to_string(beta) + (with_bias ? ", bias" : ""));
+        const float* b = with_bias ? bias.data() : nullptr;
+        std::vector<float> near = c_before, far = c_before;
+        tapegrad::cpu::sgemm_avx512(m, n, k, alpha, a.data(), k, 1, b_near.data(), n, 1, beta, near.data(), n, b);
+        tapegrad::cpu::sgemm_avx512(m, n, k, alpha, a.data(), k, 1, b_far.data(), kFarApart, 1, beta, far.data(), n, b);
+        ASSERT_EQ(std::memcmp(near.data(), far.data(), near.size() * sizeof(float)), 0);
+      }
+    }
+  }
+  for (int threads : {1, 2}) {  // and the values, against the reference
+    ThreadCount guard(threads);
+    check_case({200, 70, 300, false, false, 1.0f, 0.0f});
+    check_case({576, 33, 257, true, false, 0.5f, 1.0f});
+  }
+}
+
 // Note [linear's forward as a transposed product]: X W^T with 32 or 64 rows of X against at least
 // twice as many columns is computed as C^T = W X^T. Every element keeps its chain, so its bits equal
 // those of the same product with W^T stored row-major (never mirrored): alpha, beta, the bias, C's

@@ -1,22 +1,24 @@
 // Note [why our own sgemm]: OpenBLAS chooses its kernels by CPU model when it loads, and a release
 // that predates a CPU falls back to an older family's: Debian's 0.3.21 runs its AVX2 (Haswell)
 // sgemm on Zen 4 and Zen 5, whose AVX-512 units then do half the work they could (about 130 against
-// 250 GFLOP/s per core on Zen 5). The choice is made before any of our code runs and has no API,
-// so float products on such CPUs go through this kernel instead (runtime.cpp decides; double stays
-// with OpenBLAS). It is the usual blocked design: a 12 x 32 register tile of C (24 accumulators),
-// B packed in blocks of 512 columns (L2) cut into 32-column panels that stay in L1 while every row
+// 250 GFLOP/s per core on Zen 5). The choice is made before any of our code runs and has no API, so
+// float products on such CPUs go through this kernel instead (runtime.cpp decides; double stays
+// with OpenBLAS). It is the usual blocked design: a 12 x 32 register tile of C (24 accumulators), B
+// packed in blocks of 512 columns (L2) cut into 32-column panels that stay in L1 while every row
 // tile of A passes over them; a transposed B packs through 16 x 16 register transposes. B with
-// contiguous rows and few rows of A is read in place instead, since packing it would cost about as
-// much as the product (an LSTM's recurrent step; a recurrence whose weights outgrow L2 lays them out
-// once for all its steps instead, Note [B laid out once for many products]). A with contiguous rows
-// is always read in place: the kernel broadcasts one value per row and depth, which costs the same
-// from a row as from a packed tile, while packing is a scattered transpose. On the model shapes of bench_kernels
-// (2 threads) packed A was up to 12% slower, and a third slower for an LSTM's backward step
-// ([64, 512] x [512, 128]). Only A with strided rows (a transposed operand) is packed, in blocks
-// that stay in L2.
+// contiguous rows and few rows of A (a few hundred, Note [B in place for a few hundred rows]) is
+// read in place instead, since packing it would cost about as much as the product (an LSTM's
+// recurrent step; a recurrence whose weights outgrow L2 lays them out once for all its steps
+// instead, Note [B laid out once for many products]). A with contiguous rows is always read in
+// place: the kernel broadcasts one value per row and depth, which costs the same from a row as from
+// a packed tile, while packing is a scattered transpose. On the model shapes of bench_kernels (2
+// threads) packed A was up to 12% slower, and a third slower for an LSTM's backward step ([64, 512]
+// x [512, 128]). Only A with strided rows (a transposed operand) is packed, in blocks that stay in
+// L2.
 #include "cpu/gemm/sgemm_avx512.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -278,6 +280,41 @@ int l1_sets_of_rows(int64_t a_rs) {
   return lines == 0 ? 1 : static_cast<int>(64 / std::gcd<int64_t>(lines, 64));
 }
 
+// Note [B in place for a few hundred rows]: B with contiguous rows is read in place by up to kMc rows
+// of C (one row block), and packed beyond, where its panels are read again by every row block. The
+// pack is a pass of its own, bound by memory when B is large (a weight gradient's G, T x B rows),
+// that nothing overlaps with the multiply-adds; read in place, the first row block's loads stream B
+// in while the FMAs run, and the blocks after it find the rows in L2. That holds while the
+// block's rows stay in L2, kKc of them one B row apart: they fall into L2's sets (way bytes / 64 of
+// them) every way-bytes / row-stride rows, so rows 4 KiB apart in a 2 MiB, 16-way L2 put 8 lines
+// (of a panel's 256 rows) into each set they touch, half its ways; 8 KiB apart, 16, and the
+// panels evict one another. Measured on a 2-vCPU Xeon (2 MiB 16-way L2), 2 threads, the two ways
+// alternated in one process, median us: char_lstm's dW_hh as C^T, 256 rows by 512 columns of its
+// [4064, 1024] G a thread, 8737 -> 8277 (-5 to -7% over four runs); lstm_small:256's weight
+// gradients (512 rows a thread, rows 512 B apart) -5 to -7%; 256 x 512 x 784 -7%, 432 and 576 rows
+// -2%; 1024 and 1536 rows even; but rows 8 KiB apart +17-19% from 288 rows on and 16 KiB +62%.
+// So in place up to kMaxRowsForBInPlace rows where a depth block's rows fill at most half of each
+// L2 set they touch. The same loads feed the same kernel either way: the bits do not change.
+constexpr int64_t kMaxRowsForBInPlace = 4 * kMc;
+
+// The bytes of one way of this CPU's L2 (its size over its ways), or 64 KiB (1 MiB, 16 ways: Zen 4
+// and 5) where the C library does not say.
+int64_t l2_way_bytes() {
+  static const int64_t bytes = [] {
+    const long size = sysconf(_SC_LEVEL2_CACHE_SIZE), ways = sysconf(_SC_LEVEL2_CACHE_ASSOC);
+    return size > 0 && ways > 0 ? static_cast<int64_t>(size / ways) : int64_t{64} << 10;
+  }();
+  return bytes;
+}
+
+// Whether a thread's block of `rows` rows of C reads B (rows b_rs floats apart, columns contiguous)
+// in place rather than packing it (Note [B in place for a few hundred rows]).
+bool b_read_in_place(int64_t rows, int64_t b_rs) {
+  if (rows <= kMc) return true;
+  const int64_t lines_per_set = kKc * b_rs * static_cast<int64_t>(sizeof(float)) / l2_way_bytes();
+  return rows <= kMaxRowsForBInPlace && lines_per_set <= 8;
+}
+
 using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
                             __mmask16, float, float, const float*);
 template <bool kPackedA>
@@ -326,7 +363,7 @@ void gemm_block(const Operands& o, int64_t i0, int64_t i1, int64_t j0, int64_t j
   const int64_t rows = i1 - i0, cols = j1 - j0;
   if (rows <= 0 || cols <= 0) return;
   const bool b_laid_out = o.b_panels != nullptr;
-  const bool b_in_place = !b_laid_out && o.b_cs == 1 && rows <= kMc;
+  const bool b_in_place = !b_laid_out && o.b_cs == 1 && b_read_in_place(rows, o.b_rs);
   // Contiguous rows of A are read in place. (Packing rows that share L1 sets, as the tall tiles do, made
   // lstm_large's 12-row tiles over its 8 KiB rows of gate gradients slower: 146 -> 152 ms a step.)
   const bool a_in_place = o.a_cs == 1;
@@ -557,6 +594,10 @@ bool sgemm_avx512_via_c_transposed(int64_t m, int64_t n, int64_t k, int64_t a_rs
          mirrored_product_is_cheaper(m, n, k, a_cs, b_rs, b_cs);
 }
 
+bool sgemm_avx512_reads_b_in_place(int64_t rows, int64_t b_rs, int64_t b_cs) {
+  return b_cs == 1 && b_read_in_place(rows, b_rs);
+}
+
 void sgemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
                   const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const float* bias) {
   product(m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, ldc, bias, Split::kAuto);
@@ -600,6 +641,10 @@ bool sgemm_avx512_available() {
 }
 
 bool sgemm_avx512_via_c_transposed(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) {
+  return false;
+}
+
+bool sgemm_avx512_reads_b_in_place(int64_t, int64_t, int64_t) {
   return false;
 }
 

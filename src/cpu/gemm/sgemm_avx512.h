@@ -21,6 +21,11 @@ bool use_sgemm_avx512(int64_t m, int64_t n, int64_t k);
 bool sgemm_avx512_via_c_transposed(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs,
                                    int64_t b_cs);
 
+// Whether a thread's block of `rows` rows of C reads B (element (p, j) at b[p * b_rs + j * b_cs]) in
+// place rather than packing it (Note [B in place for a few hundred rows]): the same bits either
+// way; for tests.
+bool sgemm_avx512_reads_b_in_place(int64_t rows, int64_t b_rs, int64_t b_cs);
+
 // C = alpha * A B + beta * C, where A is m x k with element (i, p) at a[i * a_rs + p * a_cs], B is
 // k x n with element (p, j) at b[p * b_rs + j * b_cs], and C is m x n row-major with leading
 // dimension ldc. Any strides are accepted (rows or columns contiguous are the fast cases). beta = 0
