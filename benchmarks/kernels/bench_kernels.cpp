@@ -218,6 +218,37 @@ void register_optimisers(Device device) {
   }
 }
 
+// Adam's memory floor on the CPU: the streams of its step over a named model's parameters (read
+// param, grad, m and v, write param, m and v) with one addition each, shared among the threads in
+// contiguous ranges as Adam shares them. Adam's step can take no less while its state does not fit
+// in the cores' caches; optim/adam/<name> beside it says how close it comes.
+void register_optimiser_floor() {
+  for (const char* name : {"mlp_seed", "lstm_large"}) {
+    register_on(std::string("optim/adam_streams_floor/") + name, kCPU, [name](benchmark::State& state, Device) {
+      auto model = build_model(named_config(name).shape);
+      int64_t elements = 0;
+      for (const Tensor& p : model->parameters()) elements += p.numel();
+      Tensor p = randn({elements}), g = randn({elements}), m = zeros({elements}), v = zeros({elements});
+      float* pp = static_cast<float*>(p.data_ptr());
+      float* mp = static_cast<float*>(m.data_ptr());
+      float* vp = static_cast<float*>(v.data_ptr());
+      const float* gp = static_cast<const float*>(g.data_ptr());
+      const int threads = get_num_threads();
+      time_loop(state, kCPU, [&] {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t i = 0; i < elements; ++i) {
+          const float gi = gp[i];
+          pp[i] += gi;
+          mp[i] += gi;
+          vp[i] += gi;
+        }
+      });
+      set_bytes(state, 7 * kF32 * static_cast<double>(elements));
+      state.counters["params"] = static_cast<double>(elements);
+    });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +260,7 @@ int main(int argc, char** argv) {
     register_lstm(device);
     register_optimisers(device);
   }
+  register_optimiser_floor();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("tapegrad_threads", std::to_string(get_num_threads()));
