@@ -138,8 +138,28 @@ void backward_rows(const T* a, const T* cp, const T* cn, T* dhp, T* dcp, T* dz_b
 
 // row[j] += values[j] for j < n (values converted to the row's type).
 template <class T, class V>
-void add_row(T* __restrict row, const V* __restrict values, int64_t n) {
+TG_ALWAYS_INLINE void add_row_loop(T* __restrict row, const V* __restrict values, int64_t n) {
   for (int64_t j = 0; j < n; ++j) row[j] += static_cast<T>(values[j]);
+}
+template <class T, class V>
+void add_row(T* row, const V* values, int64_t n) {
+  add_row_loop(row, values, n);
+}
+// The float rows summed in double (the bias gradients) and in float (the partial weight gradients):
+// compiled per instruction set like the cell. As a plain function, built for the baseline, the bias
+// gradients' sum (a float row converted and added to doubles, two lanes at a time) took as long as
+// the backward cell: 0.21 ms of lstm_small:64's 3.3 ms backward, per thread.
+TG_VECTOR_CLONES void add_row_f32(double* __restrict row, const float* __restrict values, int64_t n) {
+  add_row_loop(row, values, n);
+}
+TG_VECTOR_CLONES void add_row_f32(float* __restrict row, const float* __restrict values, int64_t n) {
+  add_row_loop(row, values, n);
+}
+void add_row(double* row, const float* values, int64_t n) {
+  add_row_f32(row, values, n);
+}
+void add_row(float* row, const float* values, int64_t n) {
+  add_row_f32(row, values, n);
 }
 
 const int64_t* lengths_data(const Tensor& lengths) {
@@ -592,11 +612,7 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
         if (output_grad_is_zero) {
           // nothing to add: the output sequence was unused (a classifier reading h_n)
         } else if (gs2 == 1) {
-          for (int64_t b = b0; b < b1; ++b) {
-            T* __restrict row = dhp + b * hidden;
-            const T* __restrict in = gt + b * gs1;
-            for (int64_t j = 0; j < hidden; ++j) row[j] += in[j];
-          }
+          for (int64_t b = b0; b < b1; ++b) add_row(dhp + b * hidden, gt + b * gs1, hidden);
         } else {
           for (int64_t b = b0; b < b1; ++b)
             for (int64_t j = 0; j < hidden; ++j) dhp[b * hidden + j] += gt[b * gs1 + j * gs2];
