@@ -16,6 +16,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/adam_floor.h"
 #include "common/core_exchange.h"
 #include "common/step_timer.h"
 #include "compare_report.h"
@@ -307,6 +308,11 @@ CompareRow compare_one(const NamedConfig& c, int64_t batch, Device device, bool 
 #ifdef TAPEGRAD_COMPARE_LIBTORCH
   if (theirs) row.libtorch_phases = median_phases(lt_phased.samples);
 #endif
+  if (with_tapegrad && device == kCPU) {  // what any Adam must take over these parameters here
+    int64_t parameters = 0;
+    for (const Tensor& p : ours.model().parameters()) parameters += p.numel();
+    row.optimizer_floor_ms = adam_memory_floor_ms(parameters, get_num_threads());
+  }
   return row;
 }
 
@@ -380,9 +386,11 @@ void print_phase_split(const CompareReport& report) {
       table.c_str());
   for (const std::string& remark : phase_remarks(report)) std::printf("%s\n", remark.c_str());
   std::printf(
-      "fwd: forward + cross-entropy; bwd: gradients to none + backward; opt: Adam step; sum: of the three "
-      "medians, so it\ncan differ from ms above, which times whole steps without clock reads; fwd/bwd/opt %%: "
-      "each phase's share of sum.\nA note names a side whose Adam takes over %.0f%% of its step and %.0f points "
+      "fwd: forward + cross-entropy; bwd: gradients to none + backward; opt: Adam step; opt floor: Adam's reads "
+      "and writes\nalone over the model's parameters (common/adam_floor.h), less than which no Adam step takes "
+      "once they outgrow the caches;\nsum: of the three medians, so it can differ from ms above, which times "
+      "whole steps without clock reads;\nfwd/bwd/opt %%: each phase's share of sum. A note names a side whose Adam "
+      "takes over %.0f%% of its step and %.0f points "
       "more than the other side's (or over it, timed alone).\n",
       100 * kOptimizerRemarkShare, 100 * kOptimizerRemarkMargin);
 }

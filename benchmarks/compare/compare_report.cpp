@@ -280,14 +280,16 @@ std::string format_phase_table(const CompareReport& report) {
   if (!any) return "";
   std::ostringstream out;
   char line[320];
-  const char* format = "%-12s %6s %8s %8s %8s %8s %16s %8s %8s %8s %8s %16s %6s\n";
-  std::snprintf(line, sizeof line, format, "config", "batch", "tg fwd", "tg bwd", "tg opt", "tg sum",
+  const char* format = "%-12s %6s %8s %8s %8s %9s %8s %16s %8s %8s %8s %8s %16s %6s\n";
+  std::snprintf(line, sizeof line, format, "config", "batch", "tg fwd", "tg bwd", "tg opt", "opt floor", "tg sum",
                 "tg fwd/bwd/opt %", "lt fwd", "lt bwd", "lt opt", "lt sum", "lt fwd/bwd/opt %", "N");
   out << line;
   for (const CompareRow& r : report.rows) {
     const std::vector<std::string> tg = phase_cells(r.tapegrad_phases), lt = phase_cells(r.libtorch_phases);
+    char floor[32] = "-";
+    if (r.optimizer_floor_ms > 0) std::snprintf(floor, sizeof floor, "%.3f", r.optimizer_floor_ms);
     std::snprintf(line, sizeof line, format, r.config.c_str(), std::to_string(r.batch).c_str(), tg[0].c_str(),
-                  tg[1].c_str(), tg[2].c_str(), tg[3].c_str(), tg[4].c_str(), lt[0].c_str(), lt[1].c_str(),
+                  tg[1].c_str(), tg[2].c_str(), floor, tg[3].c_str(), tg[4].c_str(), lt[0].c_str(), lt[1].c_str(),
                   lt[2].c_str(), lt[3].c_str(), lt[4].c_str(), std::to_string(r.phase_steps).c_str());
     out << line;
   }
@@ -359,7 +361,10 @@ void write_json(const CompareReport& report, const std::string& path) {
         "tapegrad_phases, libtorch_phases: after the timing of whole steps, phase_steps more steps per side in "
         "alternating blocks (ABBA), the same calls with a steady clock read after forward + cross-entropy, "
         "gradients to none + backward, and the Adam step (device synchronised before each read); each phase's "
-        "median over the blocks of its mean per step, and its share of the three medians' sum";
+        "median over the blocks of its mean per step, and its share of the three medians' sum; "
+        "optimizer_floor_ms: Adam's reads and writes alone over the model's parameters on the CPU, one addition "
+        "each, on the same threads (common/adam_floor.h), the least any Adam step takes there once the parameters, "
+        "gradients and moments outgrow the caches";
     doc["optimizer_remark_rule"] =
         "phase_remarks names a side whose optimizer_share exceeds optimizer_remark_share and the other side's "
         "by optimizer_remark_margin (or whose other side has no split)";
@@ -433,6 +438,7 @@ void write_json(const CompareReport& report, const std::string& path) {
       }
     }
     if (r.tapegrad_phases) row["tapegrad_phases"] = phases_json(*r.tapegrad_phases);
+    if (r.optimizer_floor_ms > 0) row["optimizer_floor_ms"] = r.optimizer_floor_ms;
     if (r.libtorch_phases) row["libtorch_phases"] = phases_json(*r.libtorch_phases);
     if (r.tapegrad_phases || r.libtorch_phases) row["phase_steps"] = r.phase_steps;
     if (r.core_exchange_ns_before > 0) {

@@ -55,6 +55,10 @@ struct CompareRow {
   // absent for a side not timed. phase_steps: phased steps per side.
   std::optional<StepPhases> tapegrad_phases, libtorch_phases;
   int64_t phase_steps = 0;
+  // Adam's memory floor over the model's parameters on the CPU (common/adam_floor.h), measured after the
+  // split: what any Adam step must take there, set beside each side's optimiser phase. 0: not measured
+  // (another device, tapegrad not timed, or inference).
+  double optimizer_floor_ms = 0;
   // Round trip between the two first threads (common/core_exchange.h) just before and just after
   // this row's timing: which state of a virtual machine the row ran in. 0: not measured.
   double core_exchange_ns_before = 0, core_exchange_ns_after = 0;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/adam_floor.h"
 #include "compare_report.h"
 #include "models/named_configs.h"
 #include "sgemm_ceiling.h"
@@ -284,19 +285,27 @@ TEST(CompareReportPhases, MedianIsPerPhase) {
 TEST(CompareReportPhases, TableShowsEachSidesSplit) {
   CompareReport report = report_of({split_row("mlp_seed", 64, StepPhases{0.2, 0.6, 0.2}, StepPhases{0.3, 0.5, 1.2}),
                                     split_row("lstm_small", 1, StepPhases{0.25, 0.5, 0.25}, std::nullopt)});
+  report.rows[0].optimizer_floor_ms = 0.171;
   const std::string table = format_phase_table(report);
+  EXPECT_NE(table.find("opt floor"), std::string::npos) << table;
   EXPECT_NE(table.find("tg fwd/bwd/opt %"), std::string::npos) << table;
   EXPECT_NE(table.find("lt fwd/bwd/opt %"), std::string::npos) << table;
   const std::string both = row_line(table, "mlp_seed", 64);
   for (const char* cell : {"0.200", "0.600", "1.000", "20/60/20", "1.200", "2.000", "15/25/60"})
     EXPECT_NE(both.find(cell), std::string::npos) << cell << " in " << both;
+  std::istringstream both_fields(both);
+  const std::vector<std::string> both_cells{std::istream_iterator<std::string>(both_fields), {}};
+  ASSERT_EQ(both_cells.size(), 14u) << both;
+  EXPECT_EQ(both_cells[4], "0.200");  // tapegrad's Adam, then its floor beside it
+  EXPECT_EQ(both_cells[5], "0.171");
   const std::string alone = row_line(table, "lstm_small", 1);  // without LibTorch: tapegrad's split alone
   EXPECT_NE(alone.find("25/50/25"), std::string::npos) << alone;
   std::istringstream fields(alone);
   std::vector<std::string> cells{std::istream_iterator<std::string>(fields), {}};
-  ASSERT_EQ(cells.size(), 13u) << alone;
-  for (size_t i = 7; i < 12; ++i) EXPECT_EQ(cells[i], "-") << alone;
-  EXPECT_EQ(cells[12], "8");  // phased steps per side
+  ASSERT_EQ(cells.size(), 14u) << alone;
+  EXPECT_EQ(cells[5], "-") << alone;  // Adam's memory floor, not measured
+  for (size_t i = 8; i < 13; ++i) EXPECT_EQ(cells[i], "-") << alone;
+  EXPECT_EQ(cells[13], "8");  // phased steps per side
 
   EXPECT_EQ(format_phase_table(report_of({split_row("mlp_seed", 64, std::nullopt, std::nullopt)})), "");
   report.mode = CompareMode::Inference;  // forwards have no backward or optimiser
@@ -337,6 +346,24 @@ TEST(CompareReportPhases, NoRemarkWhenSharesAreBalanced) {
   EXPECT_TRUE(remarks.empty()) << remarks.front();
 }
 
+// Adam's memory floor: the pass updates the three written streams by the gradient and leaves the
+// gradient alone, on one thread and on two (each element exactly once); no parameters, no time.
+TEST(AdamFloor, PassTouchesEachElementOnceAndTimesAPass) {
+  for (int threads : {1, 2}) {
+    std::vector<float> p(1001, 1.0f), g(1001), m(1001, 2.0f), v(1001, 3.0f);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i);
+    adam_streams_pass(p.data(), g.data(), m.data(), v.data(), 1001, threads);
+    for (size_t i = 0; i < g.size(); ++i) {
+      ASSERT_EQ(p[i], 1.0f + static_cast<float>(i)) << i;
+      ASSERT_EQ(m[i], 2.0f + static_cast<float>(i)) << i;
+      ASSERT_EQ(v[i], 3.0f + static_cast<float>(i)) << i;
+      ASSERT_EQ(g[i], static_cast<float>(i)) << i;
+    }
+  }
+  EXPECT_GT(adam_memory_floor_ms(1 << 16, 2, 0.0), 0.0);
+  EXPECT_EQ(adam_memory_floor_ms(0, 2), 0.0);
+}
+
 // Timed alone (no LibTorch, or on a GPU), tapegrad's own large share is still named.
 TEST(CompareReportPhases, RemarkOnOneSideAlone) {
   const std::vector<std::string> remarks =
@@ -350,9 +377,12 @@ TEST(CompareReportPhases, JsonHasEachSidesSplitAndTheRemarks) {
   const std::string dir = testing::TempDir();
   CompareReport report = report_of({split_row("lstm_small", 1, StepPhases{0.3, 0.6, 0.1}, StepPhases{0.2, 0.3, 1.0}),
                                     split_row("mlp_seed", 64, std::nullopt, std::nullopt)});
+  report.rows[0].optimizer_floor_ms = 0.042;
   write_json(report, dir + "/phases.json");
   const nlohmann::json doc = nlohmann::json::parse(slurp(dir + "/phases.json"));
   EXPECT_TRUE(doc.contains("phase_timing"));
+  EXPECT_DOUBLE_EQ(doc["rows"][0]["optimizer_floor_ms"].get<double>(), 0.042);
+  EXPECT_FALSE(doc["rows"][1].contains("optimizer_floor_ms"));  // not measured, not written
   EXPECT_EQ(doc["optimizer_remark_share"], kOptimizerRemarkShare);
   EXPECT_EQ(doc["optimizer_remark_margin"], kOptimizerRemarkMargin);
   ASSERT_EQ(doc["phase_remarks"].size(), 1u);

@@ -5,6 +5,7 @@
 // the machine's peak. Run with --benchmark_format=json for machine-readable output.
 #include <cmath>
 
+#include "common/adam_floor.h"
 #include "device_timing.h"
 #include "models/named_configs.h"
 
@@ -218,10 +219,9 @@ void register_optimisers(Device device) {
   }
 }
 
-// Adam's memory floor on the CPU: the streams of its step over a named model's parameters (read
-// param, grad, m and v, write param, m and v) with one addition each, shared among the threads in
-// contiguous ranges as Adam shares them. Adam's step can take no less while its state does not fit
-// in the cores' caches; optim/adam/<name> beside it says how close it comes.
+// Adam's memory floor on the CPU (common/adam_floor.h) over a named model's parameters: its step can
+// take no less while its state does not fit in the cores' caches; optim/adam/<name> beside it says
+// how close it comes.
 void register_optimiser_floor() {
   for (const char* name : {"mlp_seed", "lstm_large"}) {
     register_on(std::string("optim/adam_streams_floor/") + name, kCPU, [name](benchmark::State& state, Device) {
@@ -234,15 +234,7 @@ void register_optimiser_floor() {
       float* vp = static_cast<float*>(v.data_ptr());
       const float* gp = static_cast<const float*>(g.data_ptr());
       const int threads = get_num_threads();
-      time_loop(state, kCPU, [&] {
-#pragma omp parallel for num_threads(threads) schedule(static)
-        for (int64_t i = 0; i < elements; ++i) {
-          const float gi = gp[i];
-          pp[i] += gi;
-          mp[i] += gi;
-          vp[i] += gi;
-        }
-      });
+      time_loop(state, kCPU, [&] { adam_streams_pass(pp, gp, mp, vp, elements, threads); });
       set_bytes(state, 7 * kF32 * static_cast<double>(elements));
       state.counters["params"] = static_cast<double>(elements);
     });
