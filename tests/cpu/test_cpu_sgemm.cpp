@@ -230,6 +230,10 @@ TEST_F(Sgemm, BReadInPlaceByAFewHundredRowsGivesThePackedBits) {
   EXPECT_FALSE(sgemm_avx512_reads_b_in_place(577, 70, 1));
   EXPECT_FALSE(sgemm_avx512_reads_b_in_place(200, 70, 2));  // columns strided: packed
   EXPECT_TRUE(sgemm_avx512_reads_b_in_place(144, kFarApart, 1));
+  EXPECT_TRUE(sgemm_avx512_reads_b_in_place(200, -70, 1));  // rows walked backwards: as far apart
+  EXPECT_FALSE(sgemm_avx512_reads_b_in_place(200, -kFarApart, 1));
+  EXPECT_FALSE(sgemm_avx512_reads_b_in_place(200, std::numeric_limits<int64_t>::max(), 1));  // no overflow
+  EXPECT_FALSE(sgemm_avx512_reads_b_in_place(200, std::numeric_limits<int64_t>::min(), 1));
 
   const int64_t n = 70, k = 300;
   for (int threads : {1, 2}) {

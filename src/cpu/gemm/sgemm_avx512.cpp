@@ -311,8 +311,11 @@ int64_t l2_way_bytes() {
 // in place rather than packing it (Note [B in place for a few hundred rows]).
 bool b_read_in_place(int64_t rows, int64_t b_rs) {
   if (rows <= kMc) return true;
-  const int64_t lines_per_set = kKc * b_rs * static_cast<int64_t>(sizeof(float)) / l2_way_bytes();
-  return rows <= kMaxRowsForBInPlace && lines_per_set <= 8;
+  // A depth block's kKc rows fall 8 to a set or fewer: kKc * |b_rs| * 4 bytes <= 8 way-bytes (written so
+  // that no stride overflows it; a negative one walks the rows backwards over as many sets).
+  const uint64_t stride = b_rs < 0 ? 0 - static_cast<uint64_t>(b_rs) : static_cast<uint64_t>(b_rs);
+  const uint64_t max_stride = 8 * static_cast<uint64_t>(l2_way_bytes()) / (kKc * sizeof(float));
+  return rows <= kMaxRowsForBInPlace && stride <= max_stride;
 }
 
 using TileKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
