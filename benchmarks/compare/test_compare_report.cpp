@@ -347,7 +347,8 @@ TEST(CompareReportPhases, NoRemarkWhenSharesAreBalanced) {
 }
 
 // Adam's memory floor: the pass updates the three written streams by the gradient and leaves the
-// gradient alone, on one thread and on two (each element exactly once); no parameters, no time.
+// gradient alone, on one thread and on two (each element exactly once), and on one when asked for
+// none; no parameters (or a negative count), no time.
 TEST(AdamFloor, PassTouchesEachElementOnceAndTimesAPass) {
   for (int threads : {1, 2}) {
     std::vector<float> p(1001, 1.0f), g(1001), m(1001, 2.0f), v(1001, 3.0f);
@@ -360,8 +361,16 @@ TEST(AdamFloor, PassTouchesEachElementOnceAndTimesAPass) {
       ASSERT_EQ(g[i], static_cast<float>(i)) << i;
     }
   }
+  std::vector<float> p(8, 1.0f), g(8, 1.0f), m(8), v(8);
+  adam_streams_pass(p.data(), g.data(), m.data(), v.data(), 8, 0);  // no threads asked for: one
+  EXPECT_EQ(p[7], 2.0f);
   EXPECT_GT(adam_memory_floor_ms(1 << 16, 2, 0.0), 0.0);
+  EXPECT_GT(adam_memory_floor_ms(1 << 10, 0, 0.0), 0.0);
   EXPECT_EQ(adam_memory_floor_ms(0, 2), 0.0);
+  EXPECT_EQ(adam_memory_floor_ms(-5, 2), 0.0);
+  AdamStreams none(-3);  // a negative count holds nothing and passes over nothing
+  EXPECT_EQ(none.size(), 0);
+  none.pass(2);
 }
 
 // Timed alone (no LibTorch, or on a GPU), tapegrad's own large share is still named.

@@ -228,13 +228,9 @@ void register_optimiser_floor() {
       auto model = build_model(named_config(name).shape);
       int64_t elements = 0;
       for (const Tensor& p : model->parameters()) elements += p.numel();
-      Tensor p = randn({elements}), g = randn({elements}), m = zeros({elements}), v = zeros({elements});
-      float* pp = static_cast<float*>(p.data_ptr());
-      float* mp = static_cast<float*>(m.data_ptr());
-      float* vp = static_cast<float*>(v.data_ptr());
-      const float* gp = static_cast<const float*>(g.data_ptr());
+      AdamStreams streams(elements);
       const int threads = get_num_threads();
-      time_loop(state, kCPU, [&] { adam_streams_pass(pp, gp, mp, vp, elements, threads); });
+      time_loop(state, kCPU, [&] { streams.pass(threads); });
       set_bytes(state, 7 * kF32 * static_cast<double>(elements));
       state.counters["params"] = static_cast<double>(elements);
     });
