@@ -398,6 +398,56 @@ TEST_F(Sgemm, RowsThatAliasInL1GiveTheBitsOfRowsThatDoNot) {
   }
 }
 
+// Note [products of depth 1]: a product of depth 1 (a weight gradient at batch 1) skips the tiles
+// and must give their bits: per element one multiply-add from +0, times alpha, then beta C by one
+// multiply-add or the bias by one addition. Every operand layout, alpha, beta, a bias, widths off
+// the 16-lane vectors, one thread and a team (C large enough to share); a -0 product comes out +0,
+// as from the tiles' zeroed accumulators (the control: a plain multiply keeps -0, and the check
+// tells it apart), and inf times 0 is NaN.
+TEST_F(Sgemm, ProductsOfDepthOneGiveTheTilesBits) {
+  const auto expected = [](const tapegrad::testing::GemmOperands& o, const Case& t, const float* bias, int64_t i,
+                           int64_t j) {
+    float x = t.alpha * std::fma(o.a_at(i, 0), o.b_at(0, j), 0.0f);
+    if (t.beta != 0.0f) return std::fma(t.beta, o.c_before[i * o.ldc + j], x);
+    return bias != nullptr ? bias[j] + x : x;
+  };
+  const Case cases[] = {{512, 128, 1, true, false, 1.0f, 0.0f},   // lstm_small:1's dW_hh from h0
+                        {512, 128, 1, true, false, 1.0f, 1.0f},   // added to C
+                        {10, 33, 1, false, true, -0.5f, 0.25f},   // B by columns, alpha and beta
+                        {700, 130, 1, false, false, 2.0f, 0.0f},  // C large enough for a team
+                        {1, 1, 1, true, true, 1.0f, 0.0f},       {3, 17, 1, false, false, 1.0f, 0.0f}};
+  for (int threads : {1, 2}) {
+    ThreadCount guard(threads);
+    for (const Case& t : cases)
+      for (bool with_bias : {false, true}) {
+        if (with_bias && t.beta != 0.0f) continue;
+        tapegrad::testing::GemmOperands o(t);
+        const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
+        const float* b_ptr = with_bias ? bias.data() : nullptr;
+        std::vector<float> c = o.c_before;
+        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                                    o.b_row_stride(), o.b_col_stride(), t.beta, c.data(), o.ldc, b_ptr);
+        for (int64_t i = 0; i < t.m; ++i)
+          for (int64_t j = 0; j < o.ldc; ++j) {
+            const float got = c[i * o.ldc + j];
+            const float want = j < t.n ? expected(o, t, b_ptr, i, j) : o.c_before[i * o.ldc + j];
+            ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                << "C(" << i << ", " << j << ") of m=" << t.m << " n=" << t.n << ", " << threads << " threads";
+          }
+      }
+  }
+  // Signed zeros and non-finite values: a = {-0, inf, 2}, b = {3, 0}.
+  const float a[3] = {-0.0f, std::numeric_limits<float>::infinity(), 2.0f}, b[2] = {3.0f, 0.0f};
+  float c[6];
+  tapegrad::cpu::sgemm_avx512(3, 2, 1, 1.0f, a, 1, 1, b, 2, 1, 0.0f, c, 2);
+  EXPECT_FALSE(std::signbit(c[0])) << "-0 x 3 from a zeroed accumulator is +0";
+  EXPECT_TRUE(std::signbit(a[0] * b[0])) << "the control: a plain multiply keeps -0";
+  EXPECT_TRUE(std::isinf(c[2]));
+  EXPECT_TRUE(std::isnan(c[3])) << "inf x 0";
+  EXPECT_EQ(c[4], 6.0f);
+  EXPECT_EQ(c[5], 0.0f);
+}
+
 TEST_F(Sgemm, ZeroDepthOrZeroAlphaScalesC) {
   std::vector<float> c(6, 2.0f);
   float a = 1, b = 1;

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/loops/parallel.h"
 #include "cpu/loops/split_choice.h"
 #include "tapegrad/core/error.h"
 #include "tapegrad/runtime.h"
@@ -514,6 +515,47 @@ int64_t split_point(int64_t begin, int64_t end, int part, int parts, int64_t ali
   return std::min(end, begin + (units * part / parts) * align);
 }
 
+// Note [products of depth 1]: a product of depth 1 is C = alpha a b^T (+ beta C, or + the bias): a
+// weight gradient at batch 1, or an LSTM weight gradient's step from h0. Through the tiles every
+// 12 x 32 tile of C paid for its packing and its epilogue with one multiply-add an element. Here each
+// row of C is one pass over b with the tile's own operations per element: the chain's one
+// multiply-add from +0 (so a product of -0 becomes +0, as there), alpha times it, then beta C added
+// by one multiply-add or the bias by one addition. So the bits are the tiles'. lstm_small:1's dW_hh
+// from h0 (512 x 128) took 10.4-13.0 us of its training step and takes 8.4-8.8, most of it now the
+// writes to C's fresh memory; the step is 0.8% faster (in one process, twice).
+TG_AVX512 void outer_product_rows(int64_t i0, int64_t i1, int64_t n, float alpha, const float* a, int64_t a_rs,
+                                  const float* b, float beta, float* c, int64_t ldc, const float* bias) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+  for (int64_t i = i0; i < i1; ++i) {
+    const __m512 ai = _mm512_set1_ps(a[i * a_rs]);
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      __m512 x = _mm512_mul_ps(va, _mm512_fmadd_ps(ai, _mm512_maskz_loadu_ps(m, b + j), zero));
+      if (beta != 0.0f) {
+        x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, row + j), x);
+      } else if (bias != nullptr) {
+        x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + j), x);
+      }
+      _mm512_mask_storeu_ps(row + j, m, x);
+    }
+  }
+}
+
+void outer_product(int64_t m, int64_t n, float alpha, const float* a, int64_t a_rs, const float* b, int64_t b_cs,
+                   float beta, float* c, int64_t ldc, const float* bias) {
+  thread_local std::vector<float> b_row;
+  if (b_cs != 1) {
+    b_row.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) b_row[static_cast<size_t>(j)] = b[j * b_cs];
+    b = b_row.data();
+  }
+  // A memory-bound pass over C: a thread's share must be worth waking it (kGrainSize elements).
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / n);
+  parallel_for(0, m, grain,
+               [&](int64_t i0, int64_t i1) { outer_product_rows(i0, i1, n, alpha, a, a_rs, b, beta, c, ldc, bias); });
+}
+
 void product(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
              int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc, const float* bias, Split split) {
   if (m <= 0 || n <= 0) return;
@@ -522,6 +564,10 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = bias != nullptr ? bias[j] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  if (k == 1) {  // Note [products of depth 1]
+    outer_product(m, n, alpha, a, a_rs, b, b_cs, beta, c, ldc, bias);
     return;
   }
   if (transposed_product_is_cheaper(m, n, k, a_rs, a_cs, b_cs)) {
