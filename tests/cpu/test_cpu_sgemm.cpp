@@ -62,6 +62,14 @@ void check_case(const Case& t) {
   }
 }
 
+// C after sgemm_avx512 of case t on o's operands, starting from o.c_before, with `bias` (or null).
+std::vector<float> avx512_product(const Case& t, const tapegrad::testing::GemmOperands& o, const float* bias) {
+  std::vector<float> c = o.c_before;
+  tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
+                              o.b_row_stride(), o.b_col_stride(), t.beta, c.data(), o.ldc, bias);
+  return c;
+}
+
 class Sgemm : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -191,9 +199,7 @@ TEST_F(Sgemm, BLaidOutAsPanelsGivesTheBitsOfBItself) {
         tapegrad::testing::GemmOperands o(t);
         const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
         const float* b = with_bias ? bias.data() : nullptr;
-        std::vector<float> direct = o.c_before;
-        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
-                                    o.b_row_stride(), o.b_col_stride(), t.beta, direct.data(), o.ldc, b);
+        const std::vector<float> direct = avx512_product(t, o, b);
         const float* p = laid_out(t, o);
         std::vector<float> from_panels = o.c_before;
         tapegrad::cpu::sgemm_avx512_b_panels(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), p,
@@ -424,9 +430,7 @@ TEST_F(Sgemm, ProductsOfDepthOneGiveTheTilesBits) {
         tapegrad::testing::GemmOperands o(t);
         const std::vector<float> bias = uniform_values<float>(static_cast<size_t>(t.n), 4);
         const float* b_ptr = with_bias ? bias.data() : nullptr;
-        std::vector<float> c = o.c_before;
-        tapegrad::cpu::sgemm_avx512(t.m, t.n, t.k, t.alpha, o.a.data(), o.a_row_stride(), o.a_col_stride(), o.b.data(),
-                                    o.b_row_stride(), o.b_col_stride(), t.beta, c.data(), o.ldc, b_ptr);
+        const std::vector<float> c = avx512_product(t, o, b_ptr);
         for (int64_t i = 0; i < t.m; ++i)
           for (int64_t j = 0; j < o.ldc; ++j) {
             const float got = c[i * o.ldc + j];

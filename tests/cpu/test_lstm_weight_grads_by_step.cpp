@@ -6,8 +6,10 @@
 // with the gate gradients not kept (each step's then written straight into its group) it gives the
 // same weights, state and bias gradients; calls again, of other shapes in between or from two
 // threads at once, give the same bits (each thread's partial sums live in a buffer of its own:
-// Note [partial sums added by their threads]); below 8 rows, at batch 1 and where the
-// partial sum would not fit in half an L2 it declines and writes nothing.
+// Note [partial sums added by their threads]); below 8 rows (batch 1 aside) and where the partial
+// sum would not fit in half an L2 it declines and writes nothing. At batch 1 it makes the weight
+// gradients beside the recurrence, on a second thread (Note [weight gradients beside the batch-1
+// recurrence]), with the same bits on any number of threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,6 +123,30 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return testing::values(a) == testing::values(b);
 }
 
+// The recurrence's own gradients (states, gates, biases) have the plain backward's bits, and the
+// weight gradients are the products over all steps (computed in double) within float rounding.
+void expect_plain_bits_and_weights(const Grads& got, const Grads& want, const Inputs& in, const States& st,
+                                   bool reverse) {
+  EXPECT_TRUE(same_bits(got.dh, want.dh));
+  EXPECT_TRUE(same_bits(got.dc, want.dc));
+  if (got.dgates.defined()) EXPECT_TRUE(same_bits(got.dgates, want.dgates));
+  EXPECT_TRUE(same_bits(got.db_ih, want.db_ih));
+  EXPECT_TRUE(same_bits(got.db_hh, want.db_hh));
+  EXPECT_LT(relative_error(got.dw_ih, product_over_steps(want.dgates, in.x)), 1e-6);
+  EXPECT_LT(relative_error(got.dw_hh, product_over_steps(want.dgates, previous_states(in, st, reverse))), 1e-6);
+}
+
+// With the gate gradients not kept (each step's then written where the weights' products read
+// them), the call gives the same bits as with them kept.
+void expect_same_without_kept_gates(const Shape4& shape, const Inputs& in, const States& st, bool reverse,
+                                    const Grads& kept, const Grads& want) {
+  const Grads unkept = by_step(shape, in, st, reverse, /*keep_gates=*/false);
+  ASSERT_TRUE(unkept.done);
+  EXPECT_TRUE(same_bits(unkept.dw_ih, kept.dw_ih));
+  EXPECT_TRUE(same_bits(unkept.dw_hh, kept.dw_hh));
+  expect_plain_bits_and_weights(unkept, want, in, st, reverse);
+}
+
 TEST(LstmWeightGradsByStep, TakesTheCallAndMatchesTheProductsOverAllSteps) {
   if (!cpu::sgemm_avx512_available()) GTEST_SKIP() << "no AVX-512: the slot always declines";
   for (const Shape4 shape : {Shape4{5, 260, 9, 20}, Shape4{40, 20, 9, 20}})
@@ -135,21 +161,8 @@ TEST(LstmWeightGradsByStep, TakesTheCallAndMatchesTheProductsOverAllSteps) {
           const Grads want = plain(shape, in, st, reverse);
           const Grads got = by_step(shape, in, st, reverse, /*keep_gates=*/true);
           ASSERT_TRUE(got.done);
-          EXPECT_TRUE(same_bits(got.dh, want.dh));
-          EXPECT_TRUE(same_bits(got.dc, want.dc));
-          EXPECT_TRUE(same_bits(got.dgates, want.dgates));
-          EXPECT_TRUE(same_bits(got.db_ih, want.db_ih));
-          EXPECT_TRUE(same_bits(got.db_hh, want.db_hh));
-          EXPECT_LT(relative_error(got.dw_ih, product_over_steps(want.dgates, in.x)), 1e-6);
-          EXPECT_LT(relative_error(got.dw_hh, product_over_steps(want.dgates, previous_states(in, st, reverse))), 1e-6);
-          const Grads unkept = by_step(shape, in, st, reverse, /*keep_gates=*/false);
-          ASSERT_TRUE(unkept.done);
-          EXPECT_TRUE(same_bits(unkept.dw_ih, got.dw_ih));
-          EXPECT_TRUE(same_bits(unkept.dw_hh, got.dw_hh));
-          EXPECT_TRUE(same_bits(unkept.dh, want.dh));
-          EXPECT_TRUE(same_bits(unkept.dc, want.dc));
-          EXPECT_TRUE(same_bits(unkept.db_ih, want.db_ih));
-          EXPECT_TRUE(same_bits(unkept.db_hh, want.db_hh));
+          expect_plain_bits_and_weights(got, want, in, st, reverse);
+          expect_same_without_kept_gates(shape, in, st, reverse, got, want);
         }
       }
     }
@@ -208,9 +221,46 @@ TEST(LstmWeightGradsByStep, CallsAgainAndAtOnceGiveTheSameBits) {
   }
 }
 
+// Batch 1: the recurrence's gradients are the plain backward's bits, the weight gradients the
+// products over all steps (in chunks of 2/5, 2/5 and 1/5 of the steps, so in another order: within
+// float rounding), and every thread count gives one thread's bits. Shapes: 50 steps (three chunks),
+// 7 (chunks of 2, 3 and 2), 3 (one chunk: fewer than five steps); forward and reverse, with and
+// without lengths, the gate gradients kept or not. The two-thread calls must have run the chunks on
+// the second thread (else the comparison would be of one thread with itself).
+TEST(LstmWeightGradsByStep, BatchOneWeightsBesideTheRecurrenceGiveOneThreadsBits) {
+  if (!cpu::lstm_batch1_path_applies(1, kFloat32, false) || !cpu::sgemm_avx512_available())
+    GTEST_SKIP() << "no AVX-512: the batch-1 path is off";
+  for (const Shape4 shape : {Shape4{50, 1, 9, 20}, Shape4{7, 1, 9, 72}, Shape4{3, 1, 5, 16}})
+    for (bool reverse : {false, true})
+      for (bool lengths : {false, true}) {
+        SCOPED_TRACE("T = " + std::to_string(shape.steps) + ", H = " + std::to_string(shape.hidden) +
+                     (reverse ? ", reverse" : ", forward") + (lengths ? ", lengths" : ""));
+        Inputs in = make(shape, false, 13);
+        if (lengths) in.lengths = tensor<int64_t>({shape.steps - 2});
+        Grads one;
+        for (int threads : {1, 2, 3}) {
+          testing::ThreadCount thread_count(threads);
+          const States st = forward(in, reverse);
+          const int64_t beside_before = cpu::lstm_batch1_weight_calls_beside();
+          const Grads got = by_step(shape, in, st, reverse, /*keep_gates=*/true);
+          ASSERT_TRUE(got.done);
+          if (threads > 1) EXPECT_GT(cpu::lstm_batch1_weight_calls_beside(), beside_before) << threads << " threads";
+          const Grads want = plain(shape, in, st, reverse);
+          expect_plain_bits_and_weights(got, want, in, st, reverse);
+          expect_same_without_kept_gates(shape, in, st, reverse, got, want);
+          if (threads == 1) {
+            one = got;
+          } else {
+            EXPECT_TRUE(same_bits(got.dw_ih, one.dw_ih)) << threads << " threads";
+            EXPECT_TRUE(same_bits(got.dw_hh, one.dw_hh)) << threads << " threads";
+          }
+        }
+      }
+}
+
 TEST(LstmWeightGradsByStep, ShortSlicesDeclineAndWriteNothing) {
   testing::ThreadCount thread_count(1);
-  for (const Shape4 shape : {Shape4{5, 7, 9, 20}, Shape4{5, 1, 9, 20}, Shape4{3, 260, 64, 256}}) {
+  for (const Shape4 shape : {Shape4{5, 7, 9, 20}, Shape4{3, 260, 64, 256}}) {
     SCOPED_TRACE("B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.hidden));
     const Inputs in = make(shape, false, 12);
     const States st = forward(in, false);

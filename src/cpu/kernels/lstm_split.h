@@ -26,8 +26,11 @@ bool lstm_backward_reads_panels(int64_t steps, int64_t batch, int64_t hidden);
 void set_lstm_weight_panels(bool on);
 
 // Whether the backward makes its weight gradients step by step at this shape (Note [weight gradients
-// step by step] in lstm.cpp): the lstm_recurrence_backward_weights slot takes the call.
+// step by step] in lstm.cpp), or at batch 1 beside the recurrence (Note [weight gradients beside the
+// batch-1 recurrence]): the lstm_recurrence_backward_weights slot takes the call.
 bool lstm_weight_grads_by_step(int64_t steps, int64_t batch, int64_t hidden, int64_t input, DType dtype);
+// Batch-1 backward calls so far whose weight gradients a second thread made (tests).
+int64_t lstm_batch1_weight_calls_beside();
 
 // One kind of call: a direction of the recurrence at one shape and team size.
 struct SplitKind {
