@@ -289,6 +289,13 @@ void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const fl
       float* zt = z + t * width;
       float* hn = h + t * hidden;
       float* cn = c + t * hidden;
+      // The product reads h_prev one element a row, and each of its cache lines that another thread
+      // wrote is a miss between cores (a round trip takes 290 ns on a 2-vCPU Xeon); met one at a
+      // time, they stalled the weight stream in turn. Asked for together they arrive in about one
+      // latency: there a split step's product alone went from 1.64-1.68 to 1.45-1.55 us, and
+      // lstm_small:1 steps got 1.3-1.4% faster (in one process, twice).
+      if (threads > 1)
+        for (int64_t j = 0; j < hidden; j += 16) __builtin_prefetch(hp + j, 0, 3);
       for (int part = thread; part < parts; part += threads) {
         const UnitRange units = unit_range(hidden, parts, part);
         const int64_t u0 = units.begin, n = units.end - units.begin;
