@@ -223,11 +223,13 @@ TEST(LstmWeightGradsByStep, CallsAgainAndAtOnceGiveTheSameBits) {
 
 // Batch 1: the recurrence's gradients are the plain backward's bits, the weight gradients the
 // products over all steps (in chunks of 2/5, 2/5 and 1/5 of the steps, so in another order: within
-// float rounding), and every thread count gives one thread's bits. Shapes: 50 steps (three chunks),
-// 7 (chunks of 2, 3 and 2), 3 (one chunk: fewer than five steps); forward and reverse, with and
-// without lengths, the gate gradients kept or not. The two-thread calls must have run the chunks on
-// the second thread (else the comparison would be of one thread with itself).
-TEST(LstmWeightGradsByStep, BatchOneWeightsBesideTheRecurrenceGiveOneThreadsBits) {
+// float rounding), and every thread count gives one thread's bits, whether the chunks are added
+// beside the recurrence or after it (the measured choice: after its timings are forgotten, two calls
+// beside, then two after). Shapes: 50 steps (three chunks), 7 (chunks of 2, 3 and 2), 3 (one chunk:
+// fewer than five steps); forward and reverse, with and without lengths, the gate gradients kept or
+// not. The calls meant to run beside must have run the chunks on the second thread (else the
+// comparison would be of one thread with itself), and the one meant to run after must not have.
+TEST(LstmWeightGradsByStep, BatchOneWeightsBesideOrAfterTheRecurrenceGiveOneThreadsBits) {
   if (!cpu::lstm_batch1_path_applies(1, kFloat32, false) || !cpu::sgemm_avx512_available())
     GTEST_SKIP() << "no AVX-512: the batch-1 path is off";
   for (const Shape4 shape : {Shape4{50, 1, 9, 20}, Shape4{7, 1, 9, 72}, Shape4{3, 1, 5, 16}})
@@ -239,20 +241,28 @@ TEST(LstmWeightGradsByStep, BatchOneWeightsBesideTheRecurrenceGiveOneThreadsBits
         if (lengths) in.lengths = tensor<int64_t>({shape.steps - 2});
         Grads one;
         for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(std::to_string(threads) + " threads");
           testing::ThreadCount thread_count(threads);
           const States st = forward(in, reverse);
+          const Grads want = plain(shape, in, st, reverse);
+          cpu::lstm_split_forget_timings();
           const int64_t beside_before = cpu::lstm_batch1_weight_calls_beside();
           const Grads got = by_step(shape, in, st, reverse, /*keep_gates=*/true);
           ASSERT_TRUE(got.done);
-          if (threads > 1) EXPECT_GT(cpu::lstm_batch1_weight_calls_beside(), beside_before) << threads << " threads";
-          const Grads want = plain(shape, in, st, reverse);
           expect_plain_bits_and_weights(got, want, in, st, reverse);
           expect_same_without_kept_gates(shape, in, st, reverse, got, want);
           if (threads == 1) {
             one = got;
-          } else {
-            EXPECT_TRUE(same_bits(got.dw_ih, one.dw_ih)) << threads << " threads";
-            EXPECT_TRUE(same_bits(got.dw_hh, one.dw_hh)) << threads << " threads";
+            continue;
+          }
+          EXPECT_EQ(cpu::lstm_batch1_weight_calls_beside() - beside_before, 2) << "two calls beside";
+          const Grads after = by_step(shape, in, st, reverse, /*keep_gates=*/true);
+          EXPECT_EQ(cpu::lstm_batch1_weight_calls_beside() - beside_before, 2) << "then one after";
+          for (const Grads* g : {&got, &after}) {
+            EXPECT_TRUE(same_bits(g->dw_ih, one.dw_ih));
+            EXPECT_TRUE(same_bits(g->dw_hh, one.dw_hh));
+            EXPECT_TRUE(same_bits(g->db_ih, one.db_ih));
+            EXPECT_TRUE(same_bits(g->dh, one.dh));
           }
         }
       }

@@ -517,19 +517,26 @@ void add_partials(float* const* partials, int parts, int64_t row0, int64_t row1,
   }
 }
 
-// Note [weight gradients beside the batch-1 recurrence]: at batch 1 the backward recurrence runs on
-// one thread (on hosts whose cores pass data slowly the split by units does not pay: Note [measured
-// choice of the split]) while the other core waits, and after it dW_ih and dW_hh were products over
-// every step's gate gradients: 58 us of a 0.37 ms lstm_small:1 step, half as long as the recurrence
-// itself. So a second thread makes them while the recurrence runs, in chunks of steps in the order
-// the recurrence finishes them (it publishes each step it finishes), each chunk's products added to
-// dW_ih and dW_hh (the first chunk's written). On one thread the same chunks run after the
-// recurrence, so the bits do not depend on the thread count; they differ from one product over all
-// steps (the sums run in another order: within float rounding). Each chunk costs one pass over dW
-// and the last is what is left when the recurrence ends, so the chunks are 2/5, 2/5 and 1/5 of the
-// steps. lstm_small:1, in one process against the products after the recurrence: two threads 8.0
-// and 8.4% faster, one thread even (0.0, +0.1%); chunks of 10 steps gave -9.4% and +2.8%, of 16
-// -7% and +1.5%, of 25 -5.1% and -0.7%.
+// Note [weight gradients beside the batch-1 recurrence]: at batch 1 the backward recurrence often
+// runs on one thread (Note [measured choice of the split]: where cores pass data slowly the split by
+// units does not pay) while the other core waits, and after it dW_ih and dW_hh were products over
+// every step's gate gradients: 58 us of a 0.37 ms lstm_small:1 step on a 2-vCPU Xeon, half as long
+// as the recurrence itself. So a second thread may make them while the recurrence runs, in chunks of
+// steps in the order the recurrence finishes them (it publishes each step it finishes), each chunk's
+// products added to dW_ih and dW_hh (the first chunk's written). Otherwise the same chunks run after
+// the recurrence on the calling thread, so the bits do not depend on the way or the thread count;
+// they differ from one product over all steps (the sums run in another order: within float
+// rounding). Each chunk costs one pass over dW and the last is what is left when the recurrence
+// ends, so the chunks are 2/5, 2/5 and 1/5 of the steps (lstm_small:1 in one process against the
+// three products after the recurrence: chunks of 10 steps beside gave -9.4% on two threads and +2.8%
+// on one, of 16 -7% and +1.5%, of 25 -5.1% and -0.7%, these -8.0/-8.4% and even).
+// Beside is not faster everywhere: on a Zen 5 whose vCPUs share an L3 the recurrence itself slowed
+// down as the other core read its fresh gate gradients, and the recurrence split by units then
+// after won (docs/benchmarks.md, "The batch-1 weight gradients beside the recurrence: tried, not
+// kept"). So each kind of call measures the two ways (Note [measured choice between one thread and a
+// team]): beside (the team way) and after (the recurrence on its own measured team, then the
+// chunks). On the Xeon beside is kept: steps 10.1-10.5% faster than after.
+
 // Adds (first: writes) the chunk of times [ta, tb)'s part of dW_ih and dW_hh: dgates^T x and
 // dgates^T h_prev, h_prev(t) = h_all at the time before (reverse: after), or h_init at the first.
 void add_weight_chunk(const StepWeightGrads& w, const float* dz, int64_t ta, int64_t tb, int64_t steps, int64_t hidden,
@@ -568,11 +575,15 @@ WeightChunk weight_chunk(int k, int64_t steps, bool reverse) {
   return reverse ? WeightChunk{p0, p1, p1} : WeightChunk{steps - p1, steps - p0, p1};
 }
 
-// The batch-1 backward recurrence on one thread with the weight gradients beside it (Note [weight
-// gradients beside the batch-1 recurrence]). dz: every step's dgates (kept for the chunks).
-template <class Recurrence>
+// The batch-1 backward recurrence and its weight gradients (Note [weight gradients beside the
+// batch-1 recurrence]): beside it on a second thread, or after it on the calling thread, whichever
+// this kind of call has measured faster (both give the same bits). recurrence(progress): the
+// recurrence on one thread, publishing its finished steps to `progress` (null: nowhere);
+// recurrence_alone(): the recurrence on the team its own measured choice picks. dz: every step's
+// dgates (kept for the chunks).
+template <class Recurrence, class RecurrenceAlone>
 void batch1_backward_with_weights(const StepWeightGrads& w, const float* dz, int64_t steps, int64_t hidden,
-                                  bool reverse, const Recurrence& recurrence) {
+                                  bool reverse, const Recurrence& recurrence, const RecurrenceAlone& recurrence_alone) {
   std::atomic<int64_t> progress{0};
   const auto add_chunks = [&](bool wait) {
     bool first = true;
@@ -589,18 +600,26 @@ void batch1_backward_with_weights(const StepWeightGrads& w, const float* dz, int
     add_chunks(false);
     return;
   }
-#pragma omp parallel num_threads(2)
-  {
-    if (omp_get_num_threads() < 2) {
-      recurrence(nullptr);
+  const SplitKind kind{hidden, w.input, true, 2, /*weights_beside=*/true};
+  timed_split_call(kind, steps, [&](int parts) {
+    if (parts == 1) {
+      recurrence_alone();
       add_chunks(false);
-    } else if (omp_get_thread_num() == 0) {
-      recurrence(&progress);
-    } else {
-      add_chunks(true);
-      weight_chunks_beside.fetch_add(1, std::memory_order_relaxed);
+      return;
     }
-  }
+#pragma omp parallel num_threads(2)
+    {
+      if (omp_get_num_threads() < 2) {
+        recurrence(nullptr);
+        add_chunks(false);
+      } else if (omp_get_thread_num() == 0) {
+        recurrence(&progress);
+      } else {
+        add_chunks(true);
+        weight_chunks_beside.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  });
 }
 
 void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& c0, const Tensor& c_all,
@@ -659,24 +678,27 @@ void backward_recurrence(const Tensor& gates, const Tensor& w_hh, const Tensor& 
     if constexpr (std::is_same_v<T, float>) {
       if (lstm_batch1_path_applies(batch, gates.dtype(), bf16)) {
         std::vector<double> db(want_bias ? static_cast<size_t>(width) : 0, 0.0);
+        const auto recurrence_by_units = [&](int parts, float* dzs, std::atomic<int64_t>* progress) {
+          backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
+                                  output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dzs,
+                                  want_bias ? db.data() : nullptr, len, steps, hidden, reverse, progress);
+        };
+        // On the team lstm_split_choose picks (Note [measured choice of the split]).
+        const auto measured_recurrence = [&](float* dzs) {
+          const SplitKind kind{hidden, 0, true, lstm_batch1_parts(steps, hidden, 0)};
+          timed_split_call(kind, steps, [&](int parts) { recurrence_by_units(parts, dzs, nullptr); });
+        };
         if (weights != nullptr) {                   // Note [weight gradients beside the batch-1 recurrence]
           thread_local std::vector<float> dz_kept;  // when dgates is not kept for dx
           if (dz == nullptr) dz_kept.resize(static_cast<size_t>(steps * width));
           float* dzs = dz != nullptr ? dz : dz_kept.data();
-          batch1_backward_with_weights(*weights, dzs, steps, hidden, reverse, [&](std::atomic<int64_t>* progress) {
-            backward_by_unit_panels(1, *backward_unit_panels(w_hh, 1), a, c, c_init, output_grad_is_zero ? nullptr : g,
-                                    gs0, gs2, dhp, dcp, dzs, want_bias ? db.data() : nullptr, len, steps, hidden,
-                                    reverse, progress);
-          });
-          if (want_bias) write_bias_grads(db.data());
-          return;
+          batch1_backward_with_weights(
+              *weights, dzs, steps, hidden, reverse,
+              [&](std::atomic<int64_t>* progress) { recurrence_by_units(1, dzs, progress); },
+              [&] { measured_recurrence(dzs); });
+        } else {
+          measured_recurrence(dz);
         }
-        const SplitKind kind{hidden, 0, true, lstm_batch1_parts(steps, hidden, 0)};
-        timed_split_call(kind, steps, [&](int parts) {
-          backward_by_unit_panels(parts, *backward_unit_panels(w_hh, parts), a, c, c_init,
-                                  output_grad_is_zero ? nullptr : g, gs0, gs2, dhp, dcp, dz,
-                                  want_bias ? db.data() : nullptr, len, steps, hidden, reverse);
-        });
         if (want_bias) write_bias_grads(db.data());
         return;
       }

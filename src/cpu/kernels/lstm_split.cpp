@@ -15,7 +15,8 @@
 namespace tapegrad::cpu {
 
 bool SplitKind::operator<(const SplitKind& o) const {
-  return std::tie(hidden, input, backward, max_parts) < std::tie(o.hidden, o.input, o.backward, o.max_parts);
+  return std::tie(hidden, input, backward, max_parts, weights_beside) <
+         std::tie(o.hidden, o.input, o.backward, o.max_parts, o.weights_beside);
 }
 
 namespace {

@@ -32,11 +32,14 @@ bool lstm_weight_grads_by_step(int64_t steps, int64_t batch, int64_t hidden, int
 // Batch-1 backward calls so far whose weight gradients a second thread made (tests).
 int64_t lstm_batch1_weight_calls_beside();
 
-// One kind of call: a direction of the recurrence at one shape and team size.
+// One kind of call: a direction of the recurrence at one shape and team size. With weights_beside,
+// the backward's choice between its weight gradients beside the recurrence (the team way) and after
+// it (Note [weight gradients beside the batch-1 recurrence] in lstm.cpp).
 struct SplitKind {
   int64_t hidden, input;
   bool backward;
   int max_parts;
+  bool weights_beside = false;
   bool operator<(const SplitKind& o) const;
 };
 int lstm_split_choose(const SplitKind& kind);
