@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/loops/vec_math.h"
+#include "cpu/loops/vec_math_avx512.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -213,6 +214,74 @@ void expect_relative(const Tensor& actual, const Tensor& expected, double relati
       ADD_FAILURE() << what << " at " << i << ": " << a[i] << " vs " << b[i];
   EXPECT_EQ(bad, 0) << what;
 }
+
+#ifdef TG_HAVE_VEC_MATH_AVX512
+// Note [activations in AVX-512 registers]: the intrinsic exp, sigmoid and tanh give the bits of the
+// loops above (their AVX-512 clones, which the kernels ran before) for 2^20 floats strided over every
+// bit pattern (NaNs, infinities, subnormals and both signs among them) and the edges of each formula:
+// the clamps, the shifter's range, tanh's switch at 0.625, overflow, underflow. The exhaustive check
+// over all 2^32 floats is tools/checks/vec_math_avx512_exhaustive.cpp. The control: one result moved
+// by one ulp is seen.
+using Loop = void (*)(const float*, float*, int64_t);
+__attribute__((target("avx512f"))) void in_registers(int which, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(y + i, which == 0   ? cpu::vec512::exp(v)
+                            : which == 1 ? cpu::vec512::sigmoid(v)
+                                         : cpu::vec512::tanh(v));
+  }
+}
+
+TEST(VecMath, InRegistersGiveTheBitsOfTheVectorisedLoops) {
+  if (!cpu::vec512::available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> x;
+  for (uint64_t k = 0; k < (uint64_t{1} << 20); ++k) {
+    const auto u = static_cast<uint32_t>(k * 4099u + (k >> 7));  // an odd stride: every exponent, both signs
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    x.push_back(v);
+  }
+  for (float v : {0.0f,
+                  -0.0f,
+                  0.625f,
+                  -0.625f,
+                  0.62499994f,
+                  88.8f,
+                  88.72f,
+                  88.73f,
+                  -104.0f,
+                  -103.9f,
+                  -87.3f,
+                  -88.0f,
+                  -103.28f,
+                  44.0f,
+                  45.0f,
+                  1e-30f,
+                  -1e-30f,
+                  1e-45f,
+                  kFloatMax,
+                  -kFloatMax,
+                  std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  while (x.size() % 16 != 0) x.push_back(1.0f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Loop loops[] = {exp_loop, sigmoid_loop, tanh_loop};
+  const char* names[] = {"exp", "sigmoid", "tanh"};
+  for (int which = 0; which < 3; ++which) {
+    std::vector<float> want(x.size()), got(x.size());
+    loops[which](x.data(), want.data(), n);
+    in_registers(which, x.data(), got.data(), n);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << names[which];
+    got[12345] = std::nextafter(got[12345], kFloatMax);  // the control
+    EXPECT_NE(std::memcmp(want.data(), got.data(), x.size() * sizeof(float)), 0) << names[which];
+  }
+}
+#endif
 
 TEST(VecMathKernels, UnaryOpsContiguousAndStrided) {
   // Odd sizes leave vector tails; 200003 elements is past the parallel grain.

@@ -22,6 +22,7 @@
 #include "cpu/loops/parallel.h"
 #include "cpu/loops/step_barrier.h"
 #include "cpu/loops/vec_math.h"
+#include "cpu/loops/vec_math_avx512.h"
 
 namespace tapegrad::cpu {
 
@@ -79,9 +80,51 @@ TG_VECTOR_CLONES void backward_row_f32(const float* __restrict i, const float* _
   backward_row<float, vec::FastActivations>(i, f, g, o, c_prev, c_new, dh, dc, dzi, dzf, dzg, dzo, hidden);
 }
 
+std::atomic<bool> cell_in_registers_on{true};
+
+#ifdef TG_HAVE_VEC_MATH_AVX512
+// Note [activations in AVX-512 registers] (cpu/loops/vec_math_avx512.h): forward_row_f32's cell
+// with the activations in registers, in the same two passes (Note [the cell in two passes]) and with
+// the same operations (the new c is f c_prev + (i g), one multiply-add, as GCC contracts it there),
+// so the same bits. The last vector's lanes past the row read and write nothing.
+__attribute__((target("avx512f"))) void forward_row_avx512(float* zi, float* zf, float* zg, float* zo,
+                                                           const float* c_prev, float* c_new, float* h_new,
+                                                           int64_t hidden) {
+  for (int64_t j = 0; j < hidden; j += 16) {
+    const __mmask16 m = hidden - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hidden - j)) - 1u);
+    const __m512 i = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zi + j));
+    const __m512 f = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zf + j));
+    const __m512 g = vec512::tanh(_mm512_maskz_loadu_ps(m, zg + j));
+    const __m512 o = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zo + j));
+    _mm512_mask_storeu_ps(zi + j, m, i);
+    _mm512_mask_storeu_ps(zf + j, m, f);
+    _mm512_mask_storeu_ps(zg + j, m, g);
+    _mm512_mask_storeu_ps(zo + j, m, o);
+    _mm512_mask_storeu_ps(c_new + j, m, _mm512_fmadd_ps(f, _mm512_maskz_loadu_ps(m, c_prev + j), _mm512_mul_ps(i, g)));
+  }
+  for (int64_t j = 0; j < hidden; j += 16) {
+    const __mmask16 m = hidden - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hidden - j)) - 1u);
+    const __m512 tanh_c = vec512::tanh(_mm512_maskz_loadu_ps(m, c_new + j));
+    _mm512_mask_storeu_ps(h_new + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, zo + j), tanh_c));
+  }
+}
+#endif
+
+// One active row's forward cell in float32: in registers where the CPU has AVX-512.
+void forward_cell_f32(float* zi, float* zf, float* zg, float* zo, const float* c_prev, float* c_new, float* h_new,
+                      int64_t hidden) {
+#ifdef TG_HAVE_VEC_MATH_AVX512
+  if (vec512::available() && cell_in_registers_on.load(std::memory_order_relaxed)) {
+    forward_row_avx512(zi, zf, zg, zo, c_prev, c_new, h_new, hidden);
+    return;
+  }
+#endif
+  forward_row_f32(zi, zf, zg, zo, c_prev, c_new, h_new, hidden);
+}
+
 // z: the row's [4H] gates.
 void forward_active(float* z, const float* c_prev, float* c_new, float* h_new, int64_t hidden) {
-  forward_row_f32(z, z + hidden, z + 2 * hidden, z + 3 * hidden, c_prev, c_new, h_new, hidden);
+  forward_cell_f32(z, z + hidden, z + 2 * hidden, z + 3 * hidden, c_prev, c_new, h_new, hidden);
 }
 void forward_active(double* z, const double* c_prev, double* c_new, double* h_new, int64_t hidden) {
   forward_row<double, math::LibmActivations>(z, z + hidden, z + 2 * hidden, z + 3 * hidden, c_prev, c_new, h_new,
@@ -311,8 +354,8 @@ void forward_by_unit_panels(int parts, const ForwardUnitPanels& layout, const fl
           gemv_segmented_columns_continue_avx512(hidden, hp, 4, panel.units, w, 4 * panel.units, panel.units,
                                                  b != nullptr ? b + panel.u0 : nullptr, zt + panel.u0, hidden);
         }
-        forward_row_f32(zt + u0, zt + hidden + u0, zt + 2 * hidden + u0, zt + 3 * hidden + u0, cp + u0, cn + u0,
-                        hn + u0, n);
+        forward_cell_f32(zt + u0, zt + hidden + u0, zt + 2 * hidden + u0, zt + 3 * hidden + u0, cp + u0, cn + u0,
+                         hn + u0, n);
       }
       if (threads > 1) barrier.arrive_and_wait(thread, threads, s + 1);
     }
@@ -371,6 +414,10 @@ bool lstm_forward_reads_panels(int64_t steps, int64_t batch, int64_t hidden, int
 bool lstm_backward_reads_panels(int64_t steps, int64_t batch, int64_t hidden) {
   const int team = recurrence_threads(steps, batch, hidden, /*input=*/0);
   return panels_pay((batch + team - 1) / team, hidden, 4 * hidden);
+}
+
+void set_lstm_cell_in_registers(bool on) {
+  cell_in_registers_on.store(on, std::memory_order_relaxed);
 }
 
 void set_lstm_weight_panels(bool on) {

@@ -25,6 +25,11 @@ bool lstm_forward_reads_panels(int64_t steps, int64_t batch, int64_t hidden, int
 bool lstm_backward_reads_panels(int64_t steps, int64_t batch, int64_t hidden);
 void set_lstm_weight_panels(bool on);
 
+// Whether the float32 forward cell runs its activations in AVX-512 registers where the CPU has them
+// (Note [activations in AVX-512 registers] in cpu/loops/vec_math_avx512.h) or through the compiler's
+// vectorisation of vec_math.h (tests: the bits must not change).
+void set_lstm_cell_in_registers(bool on);
+
 // Whether the backward makes its weight gradients step by step at this shape (Note [weight gradients
 // step by step] in lstm.cpp), or at batch 1 beside the recurrence (Note [weight gradients beside the
 // batch-1 recurrence]): the lstm_recurrence_backward_weights slot takes the call.
