@@ -12,6 +12,7 @@
 
 #include "cpu/loops/vec_math.h"
 #include "cpu/loops/vec_math_avx512.h"
+#include "support/multiply_add_contraction.h"
 #include "support/test_util.h"
 
 namespace tapegrad {
@@ -221,7 +222,8 @@ void expect_relative(const Tensor& actual, const Tensor& expected, double relati
 // bit pattern (NaNs, infinities, subnormals and both signs among them) and the edges of each formula:
 // the clamps, the shifter's range, tanh's switch at 0.625, overflow, underflow. The exhaustive check
 // over all 2^32 floats is tools/checks/vec_math_avx512_exhaustive.cpp. The control: one result moved
-// by one ulp is seen.
+// by one ulp is seen. Only where the compiler fuses the scalar code's multiply-adds, as the release
+// build does (support/multiply_add_contraction.h).
 using Loop = void (*)(const float*, float*, int64_t);
 __attribute__((target("avx512f"))) void in_registers(int which, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i + 16 <= n; i += 16) {
@@ -234,6 +236,8 @@ __attribute__((target("avx512f"))) void in_registers(int which, const float* x, 
 
 TEST(VecMath, InRegistersGiveTheBitsOfTheVectorisedLoops) {
   if (!cpu::vec512::available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!testing::build_contracts_multiply_adds())
+    GTEST_SKIP() << "this build does not fuse multiply-adds (-O1): its vectorised loops are not the release build's";
   std::vector<float> x;
   for (uint64_t k = 0; k < (uint64_t{1} << 20); ++k) {
     const auto u = static_cast<uint32_t>(k * 4099u + (k >> 7));  // an odd stride: every exponent, both signs

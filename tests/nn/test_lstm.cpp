@@ -12,6 +12,7 @@
 #include "backend/weight_layouts.h"
 #include "cpu/gemm/sgemm_avx512.h"
 #include "cpu/kernels/lstm_split.h"
+#include "support/multiply_add_contraction.h"
 #include "support/test_util.h"
 #include "support/thread_count.h"
 
@@ -295,8 +296,11 @@ TEST(LstmLayerOp, WeightsLaidOutAsPanelsGiveTheSameBits) {
 // Note [activations in AVX-512 registers]: the float forward cell with its activations in registers
 // gives the bits of the compiler's vectorisation of them: a batch-sliced layer (11 rows) and a
 // batch-1 layer (H = 72: a part ending in a partial vector), one thread and two, forward and reversed
-// with lengths, outputs and every gradient. The control for the comparison is the test below.
+// with lengths, outputs and every gradient, where the compiler fuses multiply-adds as the release
+// build does (support/multiply_add_contraction.h). The control for the comparison is the test below.
 TEST(LstmLayerOp, CellInRegistersGivesTheSameBits) {
+  if (!testing::build_contracts_multiply_adds())
+    GTEST_SKIP() << "this build does not fuse multiply-adds (-O1): its vectorised cell is not the release build's";
   for (int64_t batch : {11, 1})
     for (int threads : {1, 2})
       for (bool reverse : {false, true}) {

@@ -6,11 +6,13 @@
 // argument, never above 0, has one side. Every operation is the scalar function's, in its order and
 // with the multiply-adds GCC contracts there (x log2(e) + 1.5 * 2^23, the Cody-Waite steps, the
 // polynomials, p r^2 + r before the + 1), and vscalefps rounds a subnormal result once as the two
-// scalings by powers of two do. So the bits are those of the AVX-512 clone of the scalar loop: for
-// every one of the 2^32 floats (tools/checks/vec_math_avx512_exhaustive.cpp), and a test checks 2^20
-// of them and the special values. On a Xeon core the forward cell of 4096 elements took 8.4-9.4
-// instead of 11.3-12.0 us, and in one process the steps of lstm_small:64 got 1.7-2.1% faster,
-// lstm_row:64 2.0%, lstm_small:16 1.5%, char_lstm:32 1.7%.
+// scalings by powers of two do. So the bits are those of the AVX-512 clone of the scalar loop as the
+// release build compiles it: for every one of the 2^32 floats
+// (tools/checks/vec_math_avx512_exhaustive.cpp), and a test checks 2^20 of them and the special
+// values. (GCC fuses those multiply-adds from -O2 only; at -O1, as in the sanitizer builds, the
+// compiler's loops round each product and give other bits in the last place, these the same.) On a Xeon core the
+// forward cell of 4096 elements took 8.4-9.4 instead of 11.3-12.0 us, and in one process the steps of lstm_small:64
+// got 1.7-2.1% faster, lstm_row:64 2.0%, lstm_small:16 1.5%, char_lstm:32 1.7%.
 #pragma once
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
