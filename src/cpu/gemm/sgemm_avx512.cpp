@@ -530,7 +530,7 @@ TG_AVX512 void outer_product_rows(int64_t i0, int64_t i1, int64_t n, float alpha
     const __m512 ai = _mm512_set1_ps(a[i * a_rs]);
     float* row = c + i * ldc;
     for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __mmask16 m = lanes(n - j);
       __m512 x = _mm512_mul_ps(va, _mm512_fmadd_ps(ai, _mm512_maskz_loadu_ps(m, b + j), zero));
       if (beta != 0.0f) {
         x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, row + j), x);

@@ -91,7 +91,7 @@ __attribute__((target("avx512f"))) void forward_row_avx512(float* zi, float* zf,
                                                            const float* c_prev, float* c_new, float* h_new,
                                                            int64_t hidden) {
   for (int64_t j = 0; j < hidden; j += 16) {
-    const __mmask16 m = hidden - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hidden - j)) - 1u);
+    const __mmask16 m = vec512::lanes(hidden - j);
     const __m512 i = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zi + j));
     const __m512 f = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zf + j));
     const __m512 g = vec512::tanh(_mm512_maskz_loadu_ps(m, zg + j));
@@ -103,7 +103,7 @@ __attribute__((target("avx512f"))) void forward_row_avx512(float* zi, float* zf,
     _mm512_mask_storeu_ps(c_new + j, m, _mm512_fmadd_ps(f, _mm512_maskz_loadu_ps(m, c_prev + j), _mm512_mul_ps(i, g)));
   }
   for (int64_t j = 0; j < hidden; j += 16) {
-    const __mmask16 m = hidden - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (hidden - j)) - 1u);
+    const __mmask16 m = vec512::lanes(hidden - j);
     const __m512 tanh_c = vec512::tanh(_mm512_maskz_loadu_ps(m, c_new + j));
     _mm512_mask_storeu_ps(h_new + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, zo + j), tanh_c));
   }

@@ -19,6 +19,8 @@
 #define TG_HAVE_VEC_MATH_AVX512 1
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace tapegrad::cpu::vec512 {
 
 #define TG_AVX512_INLINE inline __attribute__((target("avx512f"), always_inline))
@@ -27,6 +29,11 @@ namespace tapegrad::cpu::vec512 {
 inline bool available() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512;
+}
+
+// The first min(count, 16) lanes, for a loop's last vector.
+TG_AVX512_INLINE __mmask16 lanes(int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
 // vec::exp. minps/maxps return their second operand when either is NaN, so x goes second and a NaN
