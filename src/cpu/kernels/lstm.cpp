@@ -86,12 +86,13 @@ std::atomic<bool> cell_in_registers_on{true};
 // Note [activations in AVX-512 registers] (cpu/loops/vec_math_avx512.h): forward_row_f32's cell
 // with the activations in registers, in the same two passes (Note [the cell in two passes]) and with
 // the same operations (the new c is f c_prev + (i g), one multiply-add, as GCC contracts it there),
-// so the same bits. The last vector's lanes past the row read and write nothing.
+// so the same bits. The last vector's lanes past the row read and write nothing; the full vectors'
+// loads and stores are plain ones (vec512::for_each_vector): the second pass reads the c and o the
+// first just wrote.
 __attribute__((target("avx512f"))) void forward_row_avx512(float* zi, float* zf, float* zg, float* zo,
                                                            const float* c_prev, float* c_new, float* h_new,
                                                            int64_t hidden) {
-  for (int64_t j = 0; j < hidden; j += 16) {
-    const __mmask16 m = vec512::lanes(hidden - j);
+  vec512::for_each_vector(hidden, [&](int64_t j, __mmask16 m) TG_AVX512_LAMBDA {
     const __m512 i = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zi + j));
     const __m512 f = vec512::sigmoid(_mm512_maskz_loadu_ps(m, zf + j));
     const __m512 g = vec512::tanh(_mm512_maskz_loadu_ps(m, zg + j));
@@ -101,12 +102,11 @@ __attribute__((target("avx512f"))) void forward_row_avx512(float* zi, float* zf,
     _mm512_mask_storeu_ps(zg + j, m, g);
     _mm512_mask_storeu_ps(zo + j, m, o);
     _mm512_mask_storeu_ps(c_new + j, m, _mm512_fmadd_ps(f, _mm512_maskz_loadu_ps(m, c_prev + j), _mm512_mul_ps(i, g)));
-  }
-  for (int64_t j = 0; j < hidden; j += 16) {
-    const __mmask16 m = vec512::lanes(hidden - j);
+  });
+  vec512::for_each_vector(hidden, [&](int64_t j, __mmask16 m) TG_AVX512_LAMBDA {
     const __m512 tanh_c = vec512::tanh(_mm512_maskz_loadu_ps(m, c_new + j));
     _mm512_mask_storeu_ps(h_new + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, zo + j), tanh_c));
-  }
+  });
 }
 #endif
 
