@@ -295,27 +295,29 @@ TEST(LstmLayerOp, WeightsLaidOutAsPanelsGiveTheSameBits) {
 
 // Note [activations in AVX-512 registers]: the float forward cell with its activations in registers
 // gives the bits of the compiler's vectorisation of them: a batch-sliced layer (11 rows) and a
-// batch-1 layer (H = 72: a part ending in a partial vector), one thread and two, forward and reversed
+// batch-1 layer, with H = 72 (a part ending in a partial vector), 16 (one full vector: plain loads
+// only, vec512::for_each_vector) and 5 (one partial vector only), one thread and two, forward and reversed
 // with lengths, outputs and every gradient, where the compiler fuses multiply-adds as the release
 // build does (support/multiply_add_contraction.h). The control for the comparison is the test below.
 TEST(LstmLayerOp, CellInRegistersGivesTheSameBits) {
   if (!testing::build_contracts_multiply_adds())
     GTEST_SKIP() << "this build does not fuse multiply-adds (-O1): its vectorised cell is not the release build's";
-  for (int64_t batch : {11, 1})
-    for (int threads : {1, 2})
-      for (bool reverse : {false, true}) {
-        SCOPED_TRACE("B = " + std::to_string(batch) + ", " + std::to_string(threads) + " threads" +
-                     (reverse ? ", reversed with lengths" : ""));
-        testing::ThreadCount thread_count(threads);
-        cpu::lstm_split_forget_timings();
-        const LstmInputs in = make_inputs(9, batch, 5, 72, kFloat32, reverse, 73);
-        const std::vector<Tensor> in_registers = fused_results(in, reverse, 3);
-        cpu::set_lstm_cell_in_registers(false);
-        cpu::lstm_split_forget_timings();
-        const std::vector<Tensor> vectorised = fused_results(in, reverse, 3);
-        cpu::set_lstm_cell_in_registers(true);
-        EXPECT_TRUE(all_values(in_registers) == all_values(vectorised));
-      }
+  for (int64_t hidden : {72, 16, 5})
+    for (int64_t batch : {11, 1})
+      for (int threads : {1, 2})
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE("H = " + std::to_string(hidden) + ", B = " + std::to_string(batch) + ", " +
+                       std::to_string(threads) + " threads" + (reverse ? ", reversed with lengths" : ""));
+          testing::ThreadCount thread_count(threads);
+          cpu::lstm_split_forget_timings();
+          const LstmInputs in = make_inputs(9, batch, 5, hidden, kFloat32, reverse, 73);
+          const std::vector<Tensor> in_registers = fused_results(in, reverse, 3);
+          cpu::set_lstm_cell_in_registers(false);
+          cpu::lstm_split_forget_timings();
+          const std::vector<Tensor> vectorised = fused_results(in, reverse, 3);
+          cpu::set_lstm_cell_in_registers(true);
+          EXPECT_TRUE(all_values(in_registers) == all_values(vectorised));
+        }
 }
 
 // Negative control for the bit-for-bit comparison above: one ulp in one input is seen.
